@@ -1,0 +1,162 @@
+// Package agent knows how to run one AI agent session: the built-in presets (opencode, claude,
+// codex), how a prompt reaches the agent (stdin, a placeholder in argv, or the last argument),
+// the session prompt that teaches the marker protocol, and running the agent in its own process
+// group with a timeout while its output streams to the caller.
+//
+// It never decides what happens after a session (markers, retries, timers belong to the chamber),
+// never runs anything through a shell, and never reads the environment, $HOME or the wall clock:
+// the caller passes the environment, paths and the current time in.
+package agent
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Placeholders an argv template may contain. A word may hold other text around them
+// ("--prompt={prompt}").
+const (
+	PromptPlaceholder     = "{prompt}"
+	PromptFilePlaceholder = "{prompt_file}"
+)
+
+// MaxArgPrompt is the largest prompt that goes into argv as is. Linux caps one argument at
+// 128 KiB (MAX_ARG_STRLEN) and all of argv plus the environment at ARG_MAX; a larger prompt is
+// replaced in argv by a short text that points at the prompt file.
+const MaxArgPrompt = 100 << 10
+
+// Spec is how to run one agent: a preset, an [agents.NAME] table of cryo.toml, or a custom
+// command line from `agent = "..."`.
+type Spec struct {
+	// Name is "opencode", "claude", "codex", an [agents.NAME] key, or "" for a custom command.
+	Name string
+	// Command is the argv template; words may contain {prompt} or {prompt_file}.
+	Command []string
+	// Stdin: the prompt goes on stdin, which is then closed (some CLIs hang on an open stdin).
+	Stdin bool
+	// Args are extra arguments from cryo.toml, inserted after Command (before an appended
+	// prompt). They may contain the placeholders too.
+	Args []string
+	// Env is extra environment ("K=V") from cryo.toml.
+	Env []string
+}
+
+// Presets returns the built-in agents, keyed by name. Each call returns a fresh map, so a
+// caller may merge cryo.toml's [agents.NAME] tables into it.
+//
+// All three CLIs read the prompt from stdin when it is piped and closed; passing it there keeps
+// long prompts clear of the argv limit.
+func Presets() map[string]Spec {
+	return map[string]Spec{
+		"opencode": {Name: "opencode", Command: []string{"opencode", "run"}, Stdin: true},
+		"claude":   {Name: "claude", Command: []string{"claude", "-p", "--output-format", "text"}, Stdin: true},
+		"codex":    {Name: "codex", Command: []string{"codex", "exec", "--skip-git-repo-check"}, Stdin: true},
+	}
+}
+
+// Program is the executable that must resolve on PATH (Command[0]), or "" if there is none.
+func Program(s Spec) string {
+	if len(s.Command) == 0 {
+		return ""
+	}
+	return s.Command[0]
+}
+
+// Vars are the CRYO_* variables every agent process gets.
+type Vars struct {
+	Dir        string // CRYO_DIR: the chamber
+	Session    int    // CRYO_SESSION
+	PromptFile string // CRYO_PROMPT_FILE: where the caller wrote the full prompt; also {prompt_file}
+}
+
+// Invocation is the argv, stdin and environment of one run.
+type Invocation struct {
+	Argv  []string
+	Stdin []byte // nil: /dev/null
+	Env   []string
+}
+
+// Invocation builds the argv, stdin and environment that run prompt with this agent. The caller
+// writes the full prompt to vars.PromptFile before running it: {prompt_file} and an over-long
+// prompt point there.
+//
+// With Stdin the prompt goes on stdin and is never appended to argv. Placeholders are replaced
+// in Command and Args in every case, in one pass (a prompt that itself contains "{prompt_file}"
+// is left alone). Without Stdin and without any placeholder, the prompt is the last argument.
+// The environment is base, then Spec.Env, then the CRYO_* variables; a later value wins and
+// each key appears once, at the position of its first occurrence.
+func (s Spec) Invocation(prompt string, base []string, vars Vars) Invocation {
+	argPrompt := prompt
+	if len(prompt) > MaxArgPrompt || strings.IndexByte(prompt, 0) >= 0 {
+		// execve refuses a NUL inside an argument and a word over 128 KiB; the file holds it all.
+		argPrompt = longPromptText(vars.PromptFile)
+	}
+	repl := strings.NewReplacer(PromptFilePlaceholder, vars.PromptFile, PromptPlaceholder, argPrompt)
+
+	words := make([]string, 0, len(s.Command)+len(s.Args)+1)
+	words = append(words, s.Command...)
+	words = append(words, s.Args...)
+	placeholder := false
+	for i, w := range words {
+		if strings.Contains(w, PromptPlaceholder) || strings.Contains(w, PromptFilePlaceholder) {
+			placeholder = true
+			words[i] = repl.Replace(w)
+		}
+	}
+	inv := Invocation{Argv: words}
+	switch {
+	case s.Stdin:
+		inv.Stdin = []byte(prompt)
+	case !placeholder && len(words) > 0:
+		inv.Argv = append(inv.Argv, argPrompt)
+	}
+
+	env := make([]string, 0, len(base)+len(s.Env)+3)
+	env = append(env, base...)
+	env = append(env, s.Env...)
+	env = append(env,
+		"CRYO_DIR="+vars.Dir,
+		"CRYO_SESSION="+strconv.Itoa(vars.Session),
+		"CRYO_PROMPT_FILE="+vars.PromptFile,
+	)
+	inv.Env = dedupEnv(env)
+	return inv
+}
+
+// longPromptText stands in for a prompt too long for argv.
+func longPromptText(file string) string {
+	return fmt.Sprintf("Your full instructions for this cryochamber session are too long for the "+
+		"command line. They are in the file %s (also named by the environment variable "+
+		"CRYO_PROMPT_FILE). Read that whole file first and follow it.", file)
+}
+
+// dedupEnv keeps one entry per key: the last value, at the position of the first occurrence.
+// An entry without "=" is its own key.
+func dedupEnv(env []string) []string {
+	idx := make(map[string]int, len(env))
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		k := kv
+		if i := strings.IndexByte(kv, '='); i >= 0 {
+			k = kv[:i]
+		}
+		if j, ok := idx[k]; ok {
+			out[j] = kv
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}
+
+// lookupEnv returns the value of the last entry for key in env.
+func lookupEnv(env []string, key string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}

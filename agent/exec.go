@@ -1,0 +1,337 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// DefaultGrace is the delay between SIGTERM and SIGKILL when Run.Grace is zero.
+const DefaultGrace = 5 * time.Second
+
+// groupPoll is how often Exec looks whether processes left behind by the agent are gone.
+const groupPoll = 20 * time.Millisecond
+
+// Run is one agent process to start.
+type Run struct {
+	Invocation
+	Dir     string        // working directory (the chamber)
+	Timeout time.Duration // session_timeout; zero: none. After it the whole process group is killed.
+	Grace   time.Duration // SIGTERM → SIGKILL delay, and how long output may stay open after exit (default 5s)
+	// Stdout and Stderr receive the agent's output as it is produced, in chunks of at most
+	// 32 KiB. Unless they are the same writer, they are written from two goroutines at once: a
+	// pair that shares state must synchronize. nil discards the stream. A writer that fails is
+	// not written again; the agent keeps running and Result.IOErr reports the failure.
+	Stdout, Stderr io.Writer
+}
+
+// Result is what became of one agent process.
+type Result struct {
+	ExitCode int    // -1 if killed by a signal or not started
+	Signal   string // the signal that ended the agent ("killed", "terminated"); "" if it exited
+	TimedOut bool   // Run.Timeout elapsed and the group was killed
+	Canceled bool   // the context ended and the group was killed
+	Started  bool
+	// Lingered: processes the agent started were still in its process group (or held its output
+	// open) after it exited. They were terminated, as systemd does with a oneshot service's
+	// leftovers, so that nothing of a session outlives it.
+	Lingered bool
+	Err      error // could not start (not found, permission): the message says what to fix
+	IOErr    error // writing Stdout or Stderr failed: output after that point was lost
+	Duration time.Duration
+}
+
+// NotFoundError is the Result.Err of an agent whose program is not on its PATH.
+type NotFoundError struct {
+	Program string
+	Path    string // the PATH that was searched
+}
+
+func (e *NotFoundError) Error() string {
+	return fmt.Sprintf("agent program %q not found in PATH %q: install it, or add its directory "+
+		"to the PATH the chamber runs with (captured at start), or give its absolute path", e.Program, e.Path)
+}
+
+// Unwrap lets errors.Is(err, exec.ErrNotFound) hold.
+func (e *NotFoundError) Unwrap() error { return exec.ErrNotFound }
+
+// Exec runs one agent process in its own process group and streams its output.
+//
+// The program is looked up on the PATH of r.Env (the environment the agent gets), not on this
+// process's PATH. It never runs through a shell. On Timeout or when ctx ends, the whole group
+// gets SIGTERM and, Grace later, SIGKILL. After the agent exits, output still held open by its
+// children is drained for at most Grace, and whatever is left of the group is terminated the
+// same way. A process that leaves the group (setsid) is beyond reach here; under systemd the
+// service's control group still catches it.
+func Exec(ctx context.Context, r Run) Result {
+	res := Result{ExitCode: -1}
+	if len(r.Argv) == 0 || r.Argv[0] == "" {
+		res.Err = errors.New("agent has no command line: set agent in cryo.toml or a command in [agents.NAME]")
+		return res
+	}
+	if err := ctx.Err(); err != nil {
+		res.Canceled = true
+		res.Err = fmt.Errorf("agent %q not started: %w", r.Argv[0], err)
+		return res
+	}
+	path, err := lookPath(r.Argv[0], r.Env, r.Dir)
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	grace := r.Grace
+	if grace <= 0 {
+		grace = DefaultGrace
+	}
+	env := r.Env
+	if env == nil {
+		env = []string{} // nil would make os/exec hand over our own environment
+	}
+	cmd := &exec.Cmd{
+		Path:        path,
+		Args:        r.Argv,
+		Env:         env,
+		Dir:         r.Dir,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		// Bounds the wait for pipes that children keep open after the agent exited.
+		WaitDelay: grace,
+	}
+	if r.Stdin != nil {
+		// os/exec copies it through a pipe and closes the pipe at the end: the agent sees EOF.
+		cmd.Stdin = bytes.NewReader(r.Stdin)
+	}
+	var outW, errW *guardWriter
+	cmd.Stdout, outW = guard(r.Stdout)
+	if sameWriter(r.Stdout, r.Stderr) {
+		cmd.Stderr = cmd.Stdout // one pipe, one goroutine: the writer is never called concurrently
+	} else {
+		cmd.Stderr, errW = guard(r.Stderr)
+	}
+
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		res.Err = startError(path, err)
+		return res
+	}
+	res.Started = true
+	pgid := cmd.Process.Pid
+
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- cmd.Wait() }()
+
+	var timeout <-chan time.Time
+	if r.Timeout > 0 {
+		t := time.NewTimer(r.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	done := ctx.Done()
+	var kill <-chan time.Time
+	var killTimer *time.Timer
+	defer func() {
+		if killTimer != nil {
+			killTimer.Stop()
+		}
+	}()
+	terminating := false
+	terminate := func() {
+		if terminating {
+			return
+		}
+		terminating = true
+		signalGroup(pgid, syscall.SIGTERM)
+		// Also the leader itself, by pidfd where the OS has one: should the group signal fail,
+		// Exec must still end.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		killTimer = time.NewTimer(grace)
+		kill = killTimer.C
+	}
+
+	var werr error
+wait:
+	for {
+		select {
+		case werr = <-waitErr:
+			break wait
+		case <-timeout:
+			timeout = nil
+			res.TimedOut = true
+			terminate()
+		case <-done:
+			done = nil
+			res.Canceled = true
+			terminate()
+		case <-kill:
+			kill = nil
+			signalGroup(pgid, syscall.SIGKILL)
+			_ = cmd.Process.Kill()
+		}
+	}
+	if errors.Is(werr, exec.ErrWaitDelay) {
+		res.Lingered = true
+	}
+	// The leader is reaped; its group lives on while any member does, so the id is still ours.
+	// Leftovers get the same treatment as a timeout: SIGTERM, Grace, SIGKILL.
+	if groupAlive(pgid) {
+		res.Lingered = true
+		terminate() // no-op when already terminating: the SIGKILL deadline stands
+		if kill != nil {
+			tick := time.NewTicker(groupPoll)
+		poll:
+			for groupAlive(pgid) {
+				select {
+				case <-kill:
+					break poll
+				case <-tick.C:
+				}
+			}
+			tick.Stop()
+		}
+		signalGroup(pgid, syscall.SIGKILL)
+	}
+	res.Duration = time.Since(start)
+
+	if ps := cmd.ProcessState; ps != nil {
+		res.ExitCode = ps.ExitCode()
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.Signal = ws.Signal().String()
+		}
+	}
+	switch {
+	case outW != nil && outW.err != nil:
+		res.IOErr = fmt.Errorf("agent stdout: %w", outW.err)
+	case errW != nil && errW.err != nil:
+		res.IOErr = fmt.Errorf("agent stderr: %w", errW.err)
+	case werr != nil && !errors.Is(werr, exec.ErrWaitDelay):
+		var ee *exec.ExitError
+		if !errors.As(werr, &ee) {
+			res.IOErr = fmt.Errorf("agent %q: %w", r.Argv[0], werr)
+		}
+	}
+	return res
+}
+
+// lookPath resolves name the way execvp would with the PATH of env, and says what to fix when
+// it cannot. Relative PATH entries are skipped: what they find would depend on the directory.
+func lookPath(name string, env []string, dir string) (string, error) {
+	if filepath.Base(name) != name || name == "." || name == ".." {
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if err := checkExecutable(p); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return "", fmt.Errorf("agent program %q does not exist: fix the path in cryo.toml", p)
+			}
+			return "", fmt.Errorf("agent program %q: %w", p, err)
+		}
+		return p, nil
+	}
+	path, _ := lookupEnv(env, "PATH")
+	var unusable error
+	for _, d := range filepath.SplitList(path) {
+		if !filepath.IsAbs(d) {
+			continue
+		}
+		p := filepath.Join(d, name)
+		err := checkExecutable(p)
+		if err == nil {
+			return p, nil
+		}
+		if unusable == nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			unusable = fmt.Errorf("agent program %q found as %s, but %w", name, p, err)
+		}
+	}
+	if unusable != nil {
+		return "", unusable
+	}
+	return "", &NotFoundError{Program: name, Path: path}
+}
+
+// checkExecutable says why p cannot be run, or nil.
+func checkExecutable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return errors.New("it is a directory")
+	}
+	if fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("it is not executable (chmod +x %s)", p)
+	}
+	return nil
+}
+
+func startError(path string, err error) error {
+	switch {
+	case errors.Is(err, syscall.ENOEXEC):
+		return fmt.Errorf("start agent %s: %w (a script needs a #! line)", path, err)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("start agent %s: %w (check its mode and that its file system allows exec)", path, err)
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("start agent %s: %w (the working directory or the #! interpreter is missing)", path, err)
+	}
+	return fmt.Errorf("start agent %s: %w", path, err)
+}
+
+func signalGroup(pgid int, sig syscall.Signal) {
+	// ESRCH (nobody left) is the good case; nothing else can be done about other errors here.
+	_ = syscall.Kill(-pgid, sig)
+}
+
+// groupAlive reports whether any process is left in the group. A child that was killed but not
+// yet reaped by its new parent still counts until it is.
+func groupAlive(pgid int) bool {
+	err := syscall.Kill(-pgid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// guardWriter passes writes on until the first failure and then swallows them, so that a failing
+// writer (a full disk under the log) does not close the pipe and kill the agent with SIGPIPE.
+type guardWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (g *guardWriter) Write(p []byte) (int, error) {
+	if g.err == nil {
+		n, err := g.w.Write(p)
+		if err == nil && n < len(p) {
+			err = io.ErrShortWrite
+		}
+		g.err = err
+	}
+	return len(p), nil
+}
+
+// guard wraps w for cmd.Stdout/Stderr. Files go to the child as they are (no copy needed).
+func guard(w io.Writer) (io.Writer, *guardWriter) {
+	switch w := w.(type) {
+	case nil:
+		return nil, nil
+	case *os.File:
+		return w, nil
+	default:
+		g := &guardWriter{w: w}
+		return g, g
+	}
+}
+
+// sameWriter is a == b without the panic for writers of an incomparable type.
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a != nil && a == b
+}

@@ -1,0 +1,187 @@
+package chamber
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cryochamber/cryochamber/marker"
+	"github.com/cryochamber/cryochamber/message"
+	"github.com/cryochamber/cryochamber/sessionlog"
+)
+
+// Alert is one alert to deliver: why, and to whom.
+type Alert struct {
+	Chamber string
+	Session int
+	Reason  string // failure, refused, timeout, crashed, no-exit, missed, overdue...
+	Text    string
+	Time    time.Time
+	Targets []FallbackEntry
+}
+
+// Deliverer sends an alert to one target. It is set by the fallback wiring (email, webhook);
+// nil means alerts are only written to the outbox.
+type Deliverer func(ctx context.Context, cfg *Config, env []string, a Alert, t FallbackEntry) error
+
+// DeliverAlert is the package's deliverer (set by main to fallback.Deliver).
+var DeliverAlert Deliverer
+
+// alertTargets are the operator's [[fallback]] entries plus the FALLBACK markers of the latest
+// session that the policy allows, each target once.
+func (r *runner) alertTargets(m *marker.Result) []FallbackEntry {
+	var out []FallbackEntry
+	seen := map[string]bool{}
+	add := func(f FallbackEntry) {
+		k := f.Action + " " + f.Target
+		if seen[k] {
+			return
+		}
+		seen[k] = true
+		out = append(out, f)
+	}
+	for _, f := range r.cfg.Fallback {
+		add(f)
+	}
+	if m != nil {
+		for _, f := range m.Fallbacks {
+			if r.targetAllowed(f.Action, f.Target) {
+				add(FallbackEntry{Action: f.Action, Target: f.Target, Message: f.Message})
+			}
+		}
+	}
+	for _, f := range r.st.Fallbacks {
+		if r.targetAllowed(f.Action, f.Target) {
+			add(f)
+		}
+	}
+	return out
+}
+
+// alert records an alert in the outbox and delivers it to every target. A delivery failure is
+// logged and kept in the outbox; it never stops anything else.
+func (r *runner) alert(ctx context.Context, n int, reason, text string, m *marker.Result) {
+	now := r.now().UTC()
+	a := Alert{Chamber: r.dir, Session: n, Reason: reason, Text: text, Time: now, Targets: r.alertTargets(m)}
+	rec, err := sendAlert(ctx, r.cfg, r.dir, mergeEnv(r.env.Environ, r.capturedEnv()), a)
+	if err != nil {
+		r.printf("warning: %v", err)
+	}
+	r.st.LastAlert = rec
+	_ = r.save()
+	note := fmt.Sprintf("alert (%s): %s", reason, rec.summary())
+	_ = sessionlog.AppendNote(r.logPath(), r.now(), note)
+	r.printf("%s", note)
+}
+
+// sendAlert writes the alert to the outbox, delivers it, and records the results in the outbox
+// file. It does not touch timer.json or the log, so `fallback` can use it while a session holds
+// the lock.
+func sendAlert(ctx context.Context, cfg *Config, dir string, env []string, a Alert) (*AlertRecord, error) {
+	body := a.Text + "\n"
+	for _, t := range a.Targets {
+		if t.Message != "" {
+			body += fmt.Sprintf("\n%s %s: %s", t.Action, t.Target, t.Message)
+		}
+	}
+	msg := &message.Message{
+		From:    "cryochamber",
+		Subject: fmt.Sprintf("cryochamber alert: %s: %s (session %d)", filepath.Base(a.Chamber), a.Reason, a.Session),
+		Time:    a.Time,
+		Kind:    message.KindAlert,
+		Session: a.Session,
+		Body:    strings.TrimRight(body, "\n") + "\n",
+	}
+	rec := &AlertRecord{At: a.Time, Session: a.Session, Reason: a.Reason, OK: true}
+	out := filepath.Join(dir, outboxDir)
+	if _, err := message.Write(out, msg); err != nil {
+		rec.OK = false
+		rec.Results = append(rec.Results, "outbox: "+err.Error())
+		return rec, fmt.Errorf("cannot write the alert to the outbox: %w", err)
+	}
+	if len(a.Targets) == 0 {
+		rec.Results = append(rec.Results, "no targets configured: written to messages/outbox only")
+	}
+	for _, t := range a.Targets {
+		if DeliverAlert == nil {
+			rec.Results = append(rec.Results, fmt.Sprintf("%s %s: not sent (no deliverer)", t.Action, t.Target))
+			rec.OK = false
+			continue
+		}
+		if err := DeliverAlert(ctx, cfg, env, a, t); err != nil {
+			rec.OK = false
+			rec.Results = append(rec.Results, fmt.Sprintf("%s %s: FAILED: %v", t.Action, t.Target, err))
+		} else {
+			rec.Results = append(rec.Results, fmt.Sprintf("%s %s: delivered", t.Action, t.Target))
+		}
+	}
+	msg.Delivery = strings.Join(rec.Results, "; ")
+	if err := message.Rewrite(out, msg); err != nil {
+		return rec, fmt.Errorf("cannot record the delivery result in the outbox: %w", err)
+	}
+	return rec, nil
+}
+
+func (a *AlertRecord) summary() string {
+	if a == nil {
+		return ""
+	}
+	return strings.Join(a.Results, "; ")
+}
+
+// fallbackPolicy lists the FALLBACK markers whose target the operator does not allow.
+func (r *runner) fallbackPolicy(m *marker.Result) []string {
+	var errs []string
+	for _, f := range m.Fallbacks {
+		if !r.targetAllowed(f.Action, f.Target) {
+			errs = append(errs, fmt.Sprintf("line %d: FALLBACK %s target %q is not allowed: add it (or a pattern such as \"*@example.com\") to fallback_allow in cryo.toml", f.Line, f.Action, f.Target))
+		}
+	}
+	return errs
+}
+
+// targetAllowed applies fallback_allow. By default a marker may only name a target the operator
+// already configured in [[fallback]]: the agent reads untrusted text, and a prompt injection must
+// not be able to mail or POST the chamber's details anywhere.
+func (r *runner) targetAllowed(action, target string) bool {
+	for _, f := range r.cfg.Fallback {
+		if f.Action == action && strings.EqualFold(f.Target, target) {
+			return true
+		}
+	}
+	for _, p := range r.cfg.FallbackAllow {
+		if globMatch(strings.ToLower(p), strings.ToLower(target)) {
+			return true
+		}
+	}
+	return false
+}
+
+// globMatch matches s against a pattern where * is any run of characters (including none, and
+// including '/' and '@') and ? is one character.
+func globMatch(p, s string) bool {
+	// Iterative matcher with backtracking to the last star: linear in practice, no recursion.
+	pi, si, star, mark := 0, 0, -1, 0
+	for si < len(s) {
+		switch {
+		case pi < len(p) && (p[pi] == '?' || p[pi] == s[si]):
+			pi++
+			si++
+		case pi < len(p) && p[pi] == '*':
+			star, mark = pi, si
+			pi++
+		case star >= 0:
+			pi = star + 1
+			mark++
+			si = mark
+		default:
+			return false
+		}
+	}
+	for pi < len(p) && p[pi] == '*' {
+		pi++
+	}
+	return pi == len(p)
+}

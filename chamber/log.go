@@ -1,0 +1,39 @@
+package chamber
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/cryochamber/cryochamber/sessionlog"
+)
+
+// LogOptions are the options of `cryochamber log`.
+type LogOptions struct {
+	Dir     string
+	Session int  // 0: the whole log
+	Follow  bool // keep printing what is appended
+	Numbers bool // number each line within its block (the numbers marker errors use)
+}
+
+// PrintLog prints the log, one session, or follows it. It reads without the lock: only whole
+// lines are ever appended, so a reader never sees half a line.
+func PrintLog(ctx context.Context, env *Env, opts LogOptions) error {
+	dir, err := AbsDir(opts.Dir)
+	if err != nil {
+		return err
+	}
+	if !IsChamber(dir) {
+		return notChamber(dir)
+	}
+	err = sessionlog.Copy(ctx, dir+"/"+LogFile, env.Stdout, sessionlog.CopyOptions{Session: opts.Session, Follow: opts.Follow, Numbers: opts.Numbers})
+	switch {
+	case errors.Is(err, sessionlog.ErrNotFound):
+		return usageErr("`cryochamber status` shows the latest session number", "session %d is not in cryo.log", opts.Session)
+	case errors.Is(err, sessionlog.ErrNoBlocks):
+		return failErr("", "cryo.log has no session yet")
+	case err != nil:
+		return &Error{Status: 1, Msg: fmt.Sprintf("cannot read %s/%s", dir, LogFile), Err: err}
+	}
+	return nil
+}

@@ -1,0 +1,381 @@
+// Package message holds the chamber's mailbox: message files in messages/inbox/,
+// messages/inbox/archive/ and messages/outbox/.
+//
+// A message is a small text file: front matter (one `key: value` per line between `---` lines)
+// and a body. Names sort by creation time and are published with link(2), so a message is never
+// seen half-written and never overwrites another. This package never runs sessions and never
+// delivers anything; it only reads, writes and moves files.
+package message
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cryochamber/cryochamber/internal/atomicfile"
+)
+
+// Directories of a chamber's mailbox, relative to the chamber.
+const (
+	InboxDir   = "messages/inbox"
+	ArchiveDir = "messages/inbox/archive"
+	OutboxDir  = "messages/outbox"
+)
+
+// Limits on untrusted message files.
+const (
+	MaxSize      = 1 << 20 // a whole message file
+	maxHeaderLen = 4096    // one front-matter value
+)
+
+// Kind says what a message is.
+const (
+	KindMessage = "message" // written by a person (send) or a sync tool
+	KindReply   = "reply"   // the agent's REPLY, or cryochamber's reply on its behalf
+	KindAlert   = "alert"   // a dead-man or failure alert
+	KindNotice  = "notice"  // something a session wants the operator to see
+)
+
+// Message is one message file.
+type Message struct {
+	ID        string    // the file name without ".md"
+	From      string    // who wrote it
+	To        string    // optional
+	Subject   string    // optional
+	Time      time.Time // when it was written (UTC)
+	Kind      string    // KindMessage, KindReply, KindAlert, KindNotice
+	Session   int       // the session it belongs to (replies, alerts), 0 if none
+	InReplyTo []string  // IDs of the messages a reply answers
+	Delivery  string    // for alerts: how delivery went ("" = not tried)
+	Body      string
+}
+
+// ParseError is a message file that cannot be read.
+type ParseError struct {
+	Name string
+	Line int
+	Msg  string
+}
+
+func (e *ParseError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.Name, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.Name, e.Msg)
+}
+
+// Marshal renders the message file. Header values must be single lines: a newline in a value
+// would let text from a marker inject other headers, so it is refused.
+func (m *Message) Marshal() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString("---\n")
+	put := func(k, v string) error {
+		if v == "" {
+			return nil
+		}
+		if err := checkValue(v); err != nil {
+			return fmt.Errorf("message %s: %w", k, err)
+		}
+		fmt.Fprintf(&b, "%s: %s\n", k, v)
+		return nil
+	}
+	for _, kv := range [][2]string{
+		{"from", m.From}, {"to", m.To}, {"subject", m.Subject},
+		{"time", m.Time.UTC().Format(time.RFC3339Nano)}, {"kind", m.Kind},
+	} {
+		if err := put(kv[0], kv[1]); err != nil {
+			return nil, err
+		}
+	}
+	if m.Session > 0 {
+		_ = put("session", strconv.Itoa(m.Session))
+	}
+	if len(m.InReplyTo) > 0 {
+		if err := put("in-reply-to", strings.Join(m.InReplyTo, " ")); err != nil {
+			return nil, err
+		}
+	}
+	if err := put("delivery", m.Delivery); err != nil {
+		return nil, err
+	}
+	b.WriteString("---\n")
+	if !utf8.ValidString(m.Body) {
+		return nil, errors.New("message body is not valid UTF-8")
+	}
+	b.WriteString(m.Body)
+	if m.Body != "" && !strings.HasSuffix(m.Body, "\n") {
+		b.WriteByte('\n')
+	}
+	if b.Len() > MaxSize {
+		return nil, fmt.Errorf("message is %d bytes, more than the %d allowed", b.Len(), MaxSize)
+	}
+	return b.Bytes(), nil
+}
+
+func checkValue(v string) error {
+	if !utf8.ValidString(v) {
+		return errors.New("not valid UTF-8")
+	}
+	if len(v) > maxHeaderLen {
+		return fmt.Errorf("longer than %d bytes", maxHeaderLen)
+	}
+	for _, r := range v {
+		if r < 0x20 && r != '\t' || r == 0x7f {
+			return fmt.Errorf("contains a control character (%U)", r)
+		}
+	}
+	return nil
+}
+
+// Parse reads a message file. name is used in errors and as the ID.
+func Parse(name string, data []byte) (*Message, error) {
+	perr := func(line int, format string, args ...any) error {
+		return &ParseError{Name: name, Line: line, Msg: fmt.Sprintf(format, args...)}
+	}
+	if len(data) > MaxSize {
+		return nil, perr(0, "%d bytes, more than the %d allowed", len(data), MaxSize)
+	}
+	if !utf8.Valid(data) {
+		return nil, perr(0, "not valid UTF-8")
+	}
+	if bytes.IndexByte(data, 0) >= 0 {
+		return nil, perr(0, "contains a NUL byte")
+	}
+	m := &Message{ID: strings.TrimSuffix(name, ".md"), Kind: KindMessage}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 4096), MaxSize)
+	line := 0
+	next := func() (string, bool) {
+		if !sc.Scan() {
+			return "", false
+		}
+		line++
+		return strings.TrimSuffix(sc.Text(), "\r"), true
+	}
+	first, ok := next()
+	if !ok || first != "---" {
+		// No front matter: the whole file is the body (a message dropped in by hand).
+		m.Body = string(data)
+		return m, nil
+	}
+	seen := map[string]bool{}
+	for {
+		l, ok := next()
+		if !ok {
+			if err := sc.Err(); err != nil {
+				return nil, perr(line, "%v", err)
+			}
+			return nil, perr(line, "front matter not closed with ---")
+		}
+		if l == "---" {
+			break
+		}
+		k, v, found := strings.Cut(l, ":")
+		if !found {
+			return nil, perr(line, "want `key: value` in the front matter, got %q", clip(l))
+		}
+		k, v = strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(v)
+		if seen[k] {
+			return nil, perr(line, "duplicate key %q", k)
+		}
+		seen[k] = true
+		if err := checkValue(v); err != nil {
+			return nil, perr(line, "%s: %v", k, err)
+		}
+		switch k {
+		case "from":
+			m.From = v
+		case "to":
+			m.To = v
+		case "subject":
+			m.Subject = v
+		case "time":
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return nil, perr(line, "time %q is not RFC 3339", clip(v))
+			}
+			m.Time = t.UTC()
+		case "kind":
+			switch v {
+			case KindMessage, KindReply, KindAlert, KindNotice:
+				m.Kind = v
+			default:
+				return nil, perr(line, "unknown kind %q", clip(v))
+			}
+		case "session":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return nil, perr(line, "session %q is not a number", clip(v))
+			}
+			m.Session = n
+		case "in-reply-to":
+			m.InReplyTo = strings.Fields(v)
+		case "delivery":
+			m.Delivery = v
+		default:
+			// Unknown keys are kept out of the way rather than refused: sync tools may add
+			// their own. They are not shown to the agent.
+		}
+	}
+	// The body is everything after the closing ---, byte for byte.
+	off := 0
+	for i := 0; i < line; i++ {
+		j := bytes.IndexByte(data[off:], '\n')
+		if j < 0 {
+			off = len(data)
+			break
+		}
+		off += j + 1
+	}
+	m.Body = string(data[off:])
+	return m, nil
+}
+
+func clip(s string) string {
+	if len(s) > 60 {
+		return s[:60] + "..."
+	}
+	return s
+}
+
+// NewID makes a message file name (without ".md") that sorts by time: UTC time to the
+// nanosecond, a slug of who wrote it, and random bits so two writers never collide.
+func NewID(now time.Time, from string) string {
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	return now.UTC().Format("20060102T150405.000000000Z") + "-" + slug(from) + "-" + hex.EncodeToString(rnd[:])
+}
+
+func slug(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if b.Len() >= 24 {
+			break
+		}
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		} else if b.Len() > 0 && !strings.HasSuffix(b.String(), "-") {
+			b.WriteByte('-')
+		}
+	}
+	out := strings.Trim(b.String(), "-")
+	if out == "" {
+		return "anon"
+	}
+	return out
+}
+
+// Write publishes m into dir and returns the file's path: under m.ID when set (os.ErrExist if
+// that name is taken), else under a fresh name from NewID. The file is
+// written to a hidden temp file, fsynced, then linked to its final name: link(2) fails rather
+// than replace an existing file, so no message ever overwrites another.
+func Write(dir string, m *Message) (string, error) {
+	if m.Time.IsZero() {
+		return "", errors.New("message has no time")
+	}
+	data, err := m.Marshal()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return "", err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return "", err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	if m.ID != "" {
+		// A caller-chosen name makes the write idempotent: a second write of the same message
+		// (a recovery re-running a step) finds it there and reports os.ErrExist.
+		final := filepath.Join(dir, m.ID+".md")
+		if err := os.Link(tmp, final); err != nil {
+			return "", err
+		}
+		return final, atomicfile.SyncDir(dir)
+	}
+	for attempt := 0; attempt < 8; attempt++ {
+		id := NewID(m.Time, m.From)
+		final := filepath.Join(dir, id+".md")
+		if err := os.Link(tmp, final); err != nil {
+			if errors.Is(err, os.ErrExist) {
+				continue
+			}
+			return "", err
+		}
+		m.ID = id
+		return final, atomicfile.SyncDir(dir)
+	}
+	return "", fmt.Errorf("could not find a free message name in %s", dir)
+}
+
+// Rewrite replaces an existing message file (to record a delivery result) atomically.
+func Rewrite(dir string, m *Message) error {
+	data, err := m.Marshal()
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(filepath.Join(dir, m.ID+".md"), data, 0o644)
+}
+
+// Names lists the message files of dir in time order (hidden and temp files skipped).
+func Names(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range ents {
+		n := e.Name()
+		if e.IsDir() || strings.HasPrefix(n, ".") || !strings.HasSuffix(n, ".md") {
+			continue
+		}
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// Read loads one message file, bounded by MaxSize.
+func Read(dir, name string) (*Message, error) {
+	f, err := os.Open(filepath.Join(dir, name))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, err
+	}
+	return Parse(name, data)
+}

@@ -1,0 +1,554 @@
+package timer
+
+// The systemd backend: unit files in the user unit directory, driven over D-Bus with
+// go-systemd. It has no build tags so that it compiles (and its tests skip) everywhere; it only
+// ever talks to the user manager of the calling user, never to the system manager.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/coreos/go-systemd/v22/unit"
+	"github.com/godbus/dbus/v5"
+
+	"github.com/cryochamber/cryochamber/internal/atomicfile"
+)
+
+// SystemdOptions says where the user manager and its unit directory are. The caller (main)
+// fills it from the environment; this package never reads the environment itself.
+type SystemdOptions struct {
+	UnitDir    string // $XDG_CONFIG_HOME/systemd/user, else $HOME/.config/systemd/user
+	RuntimeDir string // $XDG_RUNTIME_DIR
+	BusAddress string // $DBUS_SESSION_BUS_ADDRESS, may be empty
+	LingerFile string // e.g. /var/lib/systemd/linger/<user>; "" skips the check
+	User       string // for messages
+}
+
+// maxUnitFile bounds what Installed reads of one unit file.
+const maxUnitFile = 1 << 20
+
+type systemdBackend struct {
+	conn   *sd.Conn
+	cancel context.CancelFunc // ends the connection's context (godbus closes the conn with it)
+	via    string             // the address that answered, for messages
+	o      SystemdOptions
+}
+
+// busCandidate is one address to try for the user manager.
+type busCandidate struct {
+	addr  string
+	hello bool // a bus daemon wants Hello; systemd's private socket does not
+}
+
+// NewSystemd connects to the calling user's systemd manager: first the session bus
+// (o.BusAddress, else $RuntimeDir/bus when that socket exists), then the manager's private
+// socket $RuntimeDir/systemd/private. Only unix: addresses are dialled, so nothing can make
+// godbus launch a bus. ctx bounds the connection attempts. When no manager answers, the error
+// wraps ErrUnavailable and says what was tried.
+func NewSystemd(ctx context.Context, o SystemdOptions) (Backend, error) {
+	if o.UnitDir == "" || !filepath.IsAbs(o.UnitDir) {
+		return nil, fmt.Errorf("systemd: unit directory %q is not an absolute path", o.UnitDir)
+	}
+	var cands []busCandidate
+	var tried []string
+	if o.BusAddress != "" {
+		for _, a := range strings.Split(o.BusAddress, ";") {
+			if strings.HasPrefix(a, "unix:") {
+				cands = append(cands, busCandidate{addr: a, hello: true})
+			} else if a != "" {
+				tried = append(tried, fmt.Sprintf("%s (skipped: only unix: addresses are used)", a))
+			}
+		}
+	}
+	if o.RuntimeDir != "" {
+		bus := filepath.Join(o.RuntimeDir, "bus")
+		if fi, err := os.Stat(bus); err == nil && fi.Mode().Type() == os.ModeSocket {
+			a := "unix:path=" + dbus.EscapeBusAddressValue(bus)
+			if !strings.Contains(";"+o.BusAddress+";", ";"+a+";") {
+				cands = append(cands, busCandidate{addr: a, hello: true})
+			}
+		} else {
+			tried = append(tried, bus+" (no socket)")
+		}
+		private := filepath.Join(o.RuntimeDir, "systemd", "private")
+		cands = append(cands, busCandidate{addr: "unix:path=" + dbus.EscapeBusAddressValue(private)})
+	}
+	for _, c := range cands {
+		if err := ctx.Err(); err != nil {
+			tried = append(tried, fmt.Sprintf("%s (%v)", c.addr, err))
+			break
+		}
+		b, err := dialManager(ctx, c)
+		if err == nil {
+			b.o = o
+			return b, nil
+		}
+		tried = append(tried, fmt.Sprintf("%s (%v)", c.addr, err))
+	}
+	user := o.User
+	if user == "" {
+		user = "this user"
+	}
+	if len(tried) == 0 {
+		tried = append(tried, "nothing: neither a session bus address nor a runtime directory was given")
+	}
+	return nil, fmt.Errorf("%w: no systemd user manager reachable for %s; tried %s; is this a login "+
+		"session with XDG_RUNTIME_DIR set? try `systemctl --user status` (on a server, "+
+		"`loginctl enable-linger` keeps a user manager running without a login)",
+		ErrUnavailable, user, strings.Join(tried, ", "))
+}
+
+// dialManager connects to one address and checks that a systemd manager answers there.
+func dialManager(ctx context.Context, c busCandidate) (*systemdBackend, error) {
+	// godbus closes a connection when the context it was dialled with ends, so the
+	// connection gets a context of its own, cancelled only by Close or by ctx ending
+	// while we are still connecting.
+	connCtx, cancel := context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, cancel)
+	dial := func() (*dbus.Conn, error) {
+		conn, err := dbus.Dial(c.addr, dbus.WithContext(connCtx))
+		if err != nil {
+			return nil, err
+		}
+		if err := conn.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("authentication: %w", err)
+		}
+		if c.hello {
+			if err := conn.Hello(); err != nil {
+				conn.Close()
+				return nil, fmt.Errorf("hello: %w", err)
+			}
+		}
+		return conn, nil
+	}
+	conn, err := sd.NewConnection(dial)
+	if err != nil {
+		stop()
+		cancel()
+		return nil, err
+	}
+	// A session bus may be up without the manager on it: ask the manager itself.
+	if _, err := conn.SystemStateContext(ctx); err != nil {
+		stop()
+		conn.Close()
+		cancel()
+		return nil, fmt.Errorf("manager does not answer: %w", err)
+	}
+	if !stop() {
+		conn.Close()
+		cancel()
+		return nil, ctx.Err()
+	}
+	return &systemdBackend{conn: conn, cancel: cancel, via: c.addr}, nil
+}
+
+func (b *systemdBackend) Name() string { return "systemd" }
+
+// String says which manager the backend talks to (for logs and tests).
+func (b *systemdBackend) String() string { return "systemd user manager via " + b.via }
+
+func (b *systemdBackend) Close() error {
+	b.conn.Close()
+	b.cancel()
+	return nil
+}
+
+func (b *systemdBackend) unitPath(name string) string { return filepath.Join(b.o.UnitDir, name) }
+
+// writeUnit writes one unit file atomically, world-readable like every unit file.
+func (b *systemdBackend) writeUnit(name string, opts []*unit.UnitOption) error {
+	data, err := serializeUnit(opts)
+	if err != nil {
+		return fmt.Errorf("render %s: %w", name, err)
+	}
+	if err := os.MkdirAll(b.o.UnitDir, 0o755); err != nil {
+		return fmt.Errorf("create unit directory: %w", err)
+	}
+	return atomicfile.Write(b.unitPath(name), data, 0o644)
+}
+
+// removeUnit removes one unit file; a missing file is not an error.
+func (b *systemdBackend) removeUnit(name string) error {
+	if err := os.Remove(b.unitPath(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", name, err)
+	}
+	return nil
+}
+
+func (b *systemdBackend) exists(name string) bool {
+	_, err := os.Lstat(b.unitPath(name))
+	return err == nil
+}
+
+// runJob starts a manager job and waits (bounded by ctx) for its result: anything but "done"
+// is an error.
+func (b *systemdBackend) runJob(ctx context.Context, what, name string,
+	start func(context.Context, string, string, chan<- string) (int, error)) error {
+	// Buffered: go-systemd delivers the result while holding its job lock, and we may have
+	// stopped listening when ctx ended.
+	ch := make(chan string, 1)
+	if _, err := start(ctx, name, "replace", ch); err != nil {
+		return fmt.Errorf("%s %s: %w", what, name, err)
+	}
+	select {
+	case res := <-ch:
+		if res != "done" {
+			return fmt.Errorf("%s %s: job %s (see `systemctl --user status %s`)", what, name, res, name)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s %s: waiting for the job: %w", what, name, ctx.Err())
+	}
+}
+
+// install writes units, enables the one that has an [Install] section, reloads the manager and
+// (re)starts that unit. The units it depends on are written first and the enabled one last,
+// so the manager never sees a timer or watcher without its service.
+func (b *systemdBackend) install(ctx context.Context, deps map[string][]*unit.UnitOption, name string, opts []*unit.UnitOption) error {
+	depNames := make([]string, 0, len(deps))
+	for n := range deps {
+		depNames = append(depNames, n)
+	}
+	sort.Strings(depNames)
+	for _, n := range depNames {
+		if err := b.writeUnit(n, deps[n]); err != nil {
+			return err
+		}
+	}
+	if err := b.writeUnit(name, opts); err != nil {
+		return err
+	}
+	// Enabled by name, which the manager looks up in its own unit search path. (A full path
+	// would also be accepted, but one the manager spells differently, through a symlink for
+	// example, would make it link the file onto itself.) force replaces a stale link.
+	if _, _, err := b.conn.EnableUnitFilesContext(ctx, []string{name}, false, true); err != nil {
+		return fmt.Errorf("enable %s: %w (is %s the user manager's unit directory?)", name, err, b.o.UnitDir)
+	}
+	if err := b.conn.ReloadContext(ctx); err != nil {
+		return fmt.Errorf("reload the user manager: %w", err)
+	}
+	return b.runJob(ctx, "start", name, b.conn.RestartUnitContext)
+}
+
+// uninstall stops, disables and removes a unit (and extra files), then reloads the manager.
+// Every step tolerates a unit that is already gone.
+func (b *systemdBackend) uninstall(ctx context.Context, name string, alsoRemove ...string) error {
+	if err := b.runJob(ctx, "stop", name, b.conn.StopUnitContext); err != nil && !isNoSuchUnit(err) {
+		return err
+	}
+	if _, err := b.conn.DisableUnitFilesContext(ctx, []string{name}, false); err != nil && !isNoSuchUnit(err) && b.exists(name) {
+		return fmt.Errorf("disable %s: %w", name, err)
+	}
+	for _, n := range append([]string{name}, alsoRemove...) {
+		if err := b.removeUnit(n); err != nil {
+			return err
+		}
+	}
+	if err := atomicfile.SyncDir(b.o.UnitDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := b.conn.ReloadContext(ctx); err != nil {
+		return fmt.Errorf("reload the user manager: %w", err)
+	}
+	return nil
+}
+
+// isNoSuchUnit reports the manager's answer for a unit or unit file that does not exist.
+func isNoSuchUnit(err error) bool {
+	var name string
+	var de dbus.Error
+	var dp *dbus.Error
+	switch {
+	case errors.As(err, &de):
+		name = de.Name
+	case errors.As(err, &dp):
+		name = dp.Name
+	}
+	switch name {
+	case "org.freedesktop.systemd1.NoSuchUnit", "org.freedesktop.systemd1.LoadFailed":
+		return true
+	}
+	return strings.Contains(err.Error(), "not loaded") || strings.Contains(err.Error(), "does not exist")
+}
+
+func (b *systemdBackend) Arm(ctx context.Context, c Chamber, j Job) error {
+	svc, tmr, err := SystemdUnits(c, j)
+	if err != nil {
+		return err
+	}
+	return b.install(ctx, map[string][]*unit.UnitOption{SystemdServiceName(c.ID, j.Kind): svc},
+		SystemdTimerName(c.ID, j.Kind), tmr)
+}
+
+func (b *systemdBackend) Next(ctx context.Context, id string, k Kind) (time.Time, bool, error) {
+	if err := checkID(id); err != nil {
+		return time.Time{}, false, err
+	}
+	name := SystemdTimerName(id, k)
+	load, err := b.conn.GetUnitPropertyContext(ctx, name, "LoadState")
+	if err != nil {
+		if isNoSuchUnit(err) {
+			return time.Time{}, false, nil
+		}
+		return time.Time{}, false, fmt.Errorf("read %s: %w", name, err)
+	}
+	if s, _ := load.Value.Value().(string); s != "loaded" {
+		return time.Time{}, false, nil
+	}
+	p, err := b.conn.GetUnitTypePropertyContext(ctx, name, "Timer", "NextElapseUSecRealtime")
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read %s: %w", name, err)
+	}
+	us, ok := p.Value.Value().(uint64)
+	if !ok {
+		return time.Time{}, false, fmt.Errorf("read %s: NextElapseUSecRealtime is %s, not a number", name, p.Value.Signature())
+	}
+	if us == 0 || us == ^uint64(0) || us > uint64(1<<63-1) {
+		return time.Time{}, false, nil
+	}
+	return time.UnixMicro(int64(us)).UTC(), true, nil
+}
+
+func (b *systemdBackend) Disarm(ctx context.Context, id string, k Kind) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	if err := checkKind(k); err != nil {
+		return err
+	}
+	svc := SystemdServiceName(id, k)
+	var extra []string
+	// The inbox watcher starts the wake service: keep it while the watcher is installed.
+	if k != Wake || !b.exists(SystemdPathName(id)) {
+		extra = append(extra, svc)
+	}
+	// The service itself is never stopped: Disarm may be called by the very wake it runs.
+	if err := b.uninstall(ctx, SystemdTimerName(id, k), extra...); err != nil {
+		return err
+	}
+	if err := b.conn.ResetFailedUnitContext(ctx, svc); err != nil && !isNoSuchUnit(err) {
+		return fmt.Errorf("reset %s: %w", svc, err)
+	}
+	return nil
+}
+
+func (b *systemdBackend) Watch(ctx context.Context, c Chamber, dir string, wakeArgv []string) error {
+	path, wake, err := SystemdPath(c, dir, wakeArgv)
+	if err != nil {
+		return err
+	}
+	deps := map[string][]*unit.UnitOption{}
+	// An armed wake timer has installed the wake service already (with the same command);
+	// it is not rewritten under it.
+	if svc := SystemdServiceName(c.ID, Wake); !b.exists(svc) {
+		deps[svc] = wake
+	}
+	return b.install(ctx, deps, SystemdPathName(c.ID), path)
+}
+
+func (b *systemdBackend) Unwatch(ctx context.Context, id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	var extra []string
+	// A wake service that no wake timer uses was installed for the watcher alone.
+	if !b.exists(SystemdTimerName(id, Wake)) {
+		extra = append(extra, SystemdServiceName(id, Wake))
+	}
+	return b.uninstall(ctx, SystemdPathName(id), extra...)
+}
+
+func (b *systemdBackend) RunNow(ctx context.Context, id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	svc := SystemdServiceName(id, Wake)
+	if !b.exists(svc) {
+		return fmt.Errorf("start %s: no such unit in %s (is the chamber started?)", svc, b.o.UnitDir)
+	}
+	// Queue the start and return: the session may run for hours.
+	if _, err := b.conn.StartUnitContext(ctx, svc, "replace", nil); err != nil {
+		return fmt.Errorf("start %s: %w", svc, err)
+	}
+	return nil
+}
+
+// unitSuffixes maps the file name endings of a chamber's units to what they are.
+var unitSuffixes = []struct {
+	suffix  string
+	kind    Kind
+	timer   bool
+	service bool
+	watch   bool
+}{
+	{suffix: "-wake.timer", kind: Wake, timer: true},
+	{suffix: "-fallback.timer", kind: Fallback, timer: true},
+	{suffix: "-wake.service", kind: Wake, service: true},
+	{suffix: "-fallback.service", kind: Fallback, service: true},
+	{suffix: "-inbox.path", watch: true},
+}
+
+func (b *systemdBackend) Installed(ctx context.Context) ([]Installed, error) {
+	return installedUnits(ctx, b.o.UnitDir)
+}
+
+// installedUnits scans dir for cryochamber units and groups them by chamber. The chamber
+// directory comes from the `--dir` argument of the wake (else fallback) service; it is left
+// empty when no service says it.
+func installedUnits(ctx context.Context, dir string) ([]Installed, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	byID := map[string]*Installed{}
+	services := map[string][]Kind{}
+	for _, e := range ents {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		name := e.Name()
+		if !strings.HasPrefix(name, Prefix) || !e.Type().IsRegular() {
+			continue
+		}
+		for _, s := range unitSuffixes {
+			id, ok := strings.CutSuffix(name, s.suffix)
+			if !ok || checkID(id) != nil {
+				continue
+			}
+			in := byID[id]
+			if in == nil {
+				in = &Installed{ID: id}
+				byID[id] = in
+			}
+			switch {
+			case s.timer:
+				in.Kinds = append(in.Kinds, s.kind)
+			case s.watch:
+				in.Watch = true
+			case s.service:
+				services[id] = append(services[id], s.kind)
+			}
+			break
+		}
+	}
+	out := make([]Installed, 0, len(byID))
+	for id, in := range byID {
+		for _, k := range Kinds { // wake first: it is the service every chamber has
+			if in.Dir != "" || !containsKind(services[id], k) {
+				continue
+			}
+			in.Dir = chamberDirOf(filepath.Join(dir, SystemdServiceName(id, k)))
+		}
+		sort.Slice(in.Kinds, func(i, j int) bool { return kindIndex(in.Kinds[i]) < kindIndex(in.Kinds[j]) })
+		out = append(out, *in)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+func containsKind(ks []Kind, k Kind) bool {
+	for _, x := range ks {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+func kindIndex(k Kind) int {
+	for i, x := range Kinds {
+		if x == k {
+			return i
+		}
+	}
+	return len(Kinds)
+}
+
+// chamberDirOf reads a service file's ExecStart= and returns its --dir argument, or "".
+func chamberDirOf(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxUnitFile+1))
+	if err != nil || len(data) > maxUnitFile {
+		return ""
+	}
+	exec, ok := execStartOf(string(data))
+	if !ok {
+		return ""
+	}
+	argv, err := UnquoteExec(exec)
+	if err != nil {
+		return ""
+	}
+	return dirArg(argv)
+}
+
+// execStartOf returns the value of the first ExecStart= in the [Service] section of a unit
+// file that cryochamber wrote (one directive per line, no continuation lines). go-systemd's
+// deserializer is not used here: it refuses lines over 2 KiB, and a long chamber path makes
+// a longer ExecStart= line than that.
+func execStartOf(text string) (string, bool) {
+	section := ""
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "" || line[0] == '#' || line[0] == ';':
+		case line[0] == '[' && line[len(line)-1] == ']':
+			section = line[1 : len(line)-1]
+		case section == "Service":
+			if v, ok := strings.CutPrefix(line, "ExecStart="); ok {
+				return strings.TrimSpace(v), true
+			}
+		}
+	}
+	return "", false
+}
+
+// dirArg finds `--dir X` or `--dir=X` in argv.
+func dirArg(argv []string) string {
+	for i, a := range argv {
+		if a == "--dir" && i+1 < len(argv) {
+			return argv[i+1]
+		}
+		if v, ok := strings.CutPrefix(a, "--dir="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func (b *systemdBackend) Warnings(ctx context.Context) []string {
+	if b.o.LingerFile == "" {
+		return nil
+	}
+	user := b.o.User
+	if user == "" {
+		user = filepath.Base(b.o.LingerFile)
+	}
+	_, err := os.Stat(b.o.LingerFile)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, os.ErrNotExist):
+		return []string{fmt.Sprintf("lingering is off for user %s: user timers stop when you log out "+
+			"(hint: loginctl enable-linger %s)", user, user)}
+	default:
+		return []string{fmt.Sprintf("cannot tell whether lingering is on for user %s: %v", user, err)}
+	}
+}

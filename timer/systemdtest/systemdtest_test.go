@@ -1,0 +1,82 @@
+package systemdtest
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestManagerLifecycle(t *testing.T) {
+	var pid int
+	var cgroups []string
+	t.Run("run", func(t *testing.T) {
+		m := Start(t)
+		pid, cgroups = m.PID, m.cgroups
+		if pid <= 0 {
+			t.Fatalf("PID = %d", pid)
+		}
+		for _, d := range []string{m.Home, m.RuntimeDir, m.ConfigHome, m.UnitDir} {
+			if strings.HasPrefix(d, "/run/") {
+				t.Errorf("%s is under /run, which the manager's namespace hides", d)
+			}
+		}
+		if fi, err := os.Stat(m.RuntimeDir); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("runtime dir: %v, %v; want mode 0700", fi, err)
+		}
+		if got := strings.TrimSpace(m.Systemctl(t, "show", "--property=SystemState", "--value")); got != "running" && got != "degraded" {
+			t.Errorf("SystemState = %q", got)
+		}
+		// The manager runs in its own cgroup, not in the machine's init.scope.
+		data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), filepath.Base(cgroups[0])) {
+			t.Errorf("manager cgroups:\n%s\nwant them under %s", data, filepath.Base(cgroups[0]))
+		}
+
+		// A unit's output lands in the journal; a unit file survives a restart, the
+		// manager's PID does not.
+		unit := "[Service]\nType=oneshot\nExecStart=/bin/echo systemdtest-marker\n"
+		if err := os.WriteFile(filepath.Join(m.UnitDir, "marker.service"), []byte(unit), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m.Systemctl(t, "daemon-reload")
+		m.Systemctl(t, "start", "marker.service")
+		m.WaitFor(t, 10*time.Second, "marker in the journal", func() bool {
+			return strings.Contains(m.Journal(t), "systemdtest-marker\n")
+		})
+
+		m.Stop(t)
+		if m.PID != 0 {
+			t.Errorf("PID after Stop = %d", m.PID)
+		}
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("manager %d still exists after Stop: %v", pid, err)
+		}
+		m.Restart(t)
+		if m.PID == 0 || m.PID == pid {
+			t.Errorf("PID after Restart = %d (before: %d)", m.PID, pid)
+		}
+		if got := m.Systemctl(t, "cat", "marker.service"); !strings.Contains(got, "systemdtest-marker") {
+			t.Errorf("unit file lost across Restart: %s", got)
+		}
+		pid = m.PID
+	})
+	// The subtest's cleanup has ended the manager and removed its cgroups.
+	if pid != 0 {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("manager %d survived its test: %v", pid, err)
+		}
+	}
+	for _, cg := range cgroups {
+		if _, err := os.Stat(cg); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("cgroup %s left behind (%v)", cg, err)
+		}
+	}
+}

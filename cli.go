@@ -113,7 +113,11 @@ Start with: cryochamber init ~/plans/x && $EDITOR ~/plans/x/plan.md && cryochamb
 		// urfave/cli's default handler calls os.Exit; errors go back to run() instead.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
-			return &usageError{msg: err.Error(), hint: "see `cryochamber " + c.Command.Name + " --help`"}
+			name := "cryochamber"
+			if c.Command != nil && c.Command.Name != "" {
+				name += " " + c.Command.Name
+			}
+			return &usageError{msg: err.Error(), hint: "see `" + name + " --help`"}
 		},
 		Commands: []*cli.Command{
 			{
@@ -204,6 +208,10 @@ Start with: cryochamber init ~/plans/x && $EDITOR ~/plans/x/plan.md && cryochamb
 				},
 			},
 		},
+	}
+	for _, c := range app.Commands {
+		c.OnUsageError = app.OnUsageError
+		c.HideHelpCommand = true
 	}
 	return app
 }

@@ -100,12 +100,24 @@ func AbsDir(dir string) (string, error) {
 }
 
 func checkPath(p string) error {
+	hint := "move the chamber to a directory whose path has no newline or control character"
 	if _, err := timer.QuoteExec(p); err != nil {
-		return usageErr("move the chamber to a directory whose path has no newline or control character",
-			"chamber path %q cannot be used in a timer unit: %v", p, err)
+		return usageErr(hint, "chamber path %q cannot be used in a timer unit: %v", p, err)
+	}
+	if _, err := timer.EscapeGlobPath(filepath.Join(p, PrivateDir, EnvFileName)); err != nil {
+		return usageErr(hint, "chamber path %q cannot be used in a timer unit: %v", p, err)
 	}
 	if strings.HasSuffix(p, " ") || strings.HasSuffix(p, "\\") {
 		return usageErr("rename the directory", "chamber path %q ends in a space or backslash", p)
+	}
+	return nil
+}
+
+// checkBinary refuses a cryochamber binary whose path a unit file cannot name.
+func checkBinary(bin string) error {
+	if _, err := timer.ExecLine([]string{bin, "wake"}); err != nil {
+		return usageErr("install cryochamber in a directory whose path has no quote, backslash or $ (for example ~/.local/bin)",
+			"the cryochamber binary %q cannot be run by a timer unit: %v", bin, err)
 	}
 	return nil
 }

@@ -394,7 +394,8 @@ func (r *runner) judge(rep *validate.Report, m *marker.Result, validAt time.Time
 	var wakeDetail string
 	step2Failed := false
 	if m.Wake != nil {
-		w := m.Wake.Time.Resolve(validAt).UTC()
+		// Whole seconds, rounded up: WAKE, timer.json and the OS then agree exactly.
+		w := ceilSecond(m.Wake.Time.Resolve(validAt).UTC())
 		rep.SetWake(w)
 		switch {
 		case w.Before(tooLate):
@@ -415,7 +416,7 @@ func (r *runner) judge(rep *validate.Report, m *marker.Result, validAt time.Time
 		}
 	}
 	for _, t := range m.Todos {
-		at := t.Time.Resolve(validAt).UTC()
+		at := ceilSecond(t.Time.Resolve(validAt).UTC())
 		if at.Before(tooLate) {
 			step2Failed = true
 			rep.Add(2, validate.Fail, "line %d: TODO time %s is %s before the session ended, more than late_grace (%s)",
@@ -585,6 +586,15 @@ func (r *runner) syncWatch(ctx context.Context, be timer.Backend, ch timer.Chamb
 	r.st.Timers.Watch = false
 }
 
+// ceilSecond rounds t up to a whole second.
+func ceilSecond(t time.Time) time.Time {
+	s := t.Truncate(time.Second)
+	if s.Before(t) {
+		s = s.Add(time.Second)
+	}
+	return s
+}
+
 // expectedElapse is the elapse the OS should report for a timer armed at t, and the precision
 // of the comparison: systemd keeps the second; launchd has no seconds and rounds up a minute.
 func expectedElapse(backend string, t time.Time) (time.Time, time.Duration) {
@@ -595,11 +605,7 @@ func expectedElapse(backend string, t time.Time) (time.Time, time.Duration) {
 		}
 		return m, time.Minute
 	}
-	s := t.Truncate(time.Second)
-	if s.Before(t) {
-		s = s.Add(time.Second)
-	}
-	return s, time.Second
+	return ceilSecond(t), time.Second
 }
 
 // hostChecks are steps 7 and 8.

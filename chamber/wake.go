@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -258,6 +257,9 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := checkBinary(env.Binary); err != nil {
+		return err
+	}
 	cfg, err := LoadConfig(dir, env.Local)
 	if err != nil {
 		return &Error{Status: 2, Err: err, Hint: "fix cryo.toml (`cryochamber init` in an empty directory shows every key with its default)"}
@@ -501,5 +503,3 @@ func (r *runner) honourCancel(ctx context.Context) error {
 func writePrivate(path string, data []byte) error {
 	return atomicWrite(path, data, 0o600)
 }
-
-var _ io.Writer = (*strings.Builder)(nil)

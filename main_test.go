@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runCLI calls run() in process, the way main does.
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), append([]string{"cryochamber"}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestStartRefusesNewlineInPath(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "bad\nchamber")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "plan.md"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI(t, "start", filepath.Join(dir, "plan.md"))
+	if code != exitUsage {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitUsage, stderr)
+	}
+	for _, want := range []string{"cryochamber: chamber path", "cannot be used in a timer unit", "hint: move the chamber"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Errorf("start on a refused path created files: %v", ents)
+	}
+	// The same path is refused for init, before anything is written.
+	code, _, stderr = runCLI(t, "init", filepath.Join(dir, "sub"))
+	if code != exitUsage || !strings.Contains(stderr, "cannot be used in a timer unit") {
+		t.Fatalf("init: exit %d, stderr %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sub")); err == nil {
+		t.Error("init created the directory anyway")
+	}
+}
+
+func TestHelpDocumentsExitStatus(t *testing.T) {
+	code, out, _ := runCLI(t, "--help")
+	if code != 0 {
+		t.Fatalf("--help exited %d", code)
+	}
+	for _, want := range []string{"EXIT STATUS", "0  done", "1  refused or failed", "2  usage or configuration error", "[CRYO:EXIT 0]", "start", "wake", "status", "log", "cancel", "validate"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+	code, out, _ = runCLI(t, "--version")
+	if code != 0 || !strings.HasPrefix(out, "cryochamber version ") {
+		t.Fatalf("--version: %d %q", code, out)
+	}
+}
+
+func TestInitNeverOverwrites(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "plan.md"), []byte("my plan"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI(t, "init", dir)
+	if code != 0 {
+		t.Fatalf("init: %d %s", code, stderr)
+	}
+	if !strings.Contains(out, "kept     "+filepath.Join(dir, "plan.md")) {
+		t.Errorf("init did not say it kept plan.md:\n%s", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "plan.md")); string(b) != "my plan" {
+		t.Errorf("plan.md overwritten: %q", b)
+	}
+	for _, p := range []string{"cryo.toml", "NOTES.md", "messages/inbox/archive", "messages/outbox"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			t.Errorf("init did not create %s", p)
+		}
+	}
+	// A second init changes nothing.
+	before, _ := os.ReadFile(filepath.Join(dir, "cryo.toml"))
+	if code, _, _ := runCLI(t, "init", dir); code != 0 {
+		t.Fatal("second init failed")
+	}
+	after, _ := os.ReadFile(filepath.Join(dir, "cryo.toml"))
+	if !bytes.Equal(before, after) {
+		t.Error("second init changed cryo.toml")
+	}
+}

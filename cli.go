@@ -178,9 +178,10 @@ Start with: cryochamber init ~/plans/x && $EDITOR ~/plans/x/plan.md && cryochamb
 				Flags: []cli.Flag{dirFlag,
 					&cli.IntFlag{Name: "session", Aliases: []string{"n"}, Usage: "print only session `N`"},
 					&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing what is appended (Ctrl-C to stop)"},
+					&cli.BoolFlag{Name: "numbers", Usage: "number each line within its block (the line numbers marker errors use)"},
 				},
 				Action: func(c *cli.Context) error {
-					return runLog(c.Context, env, logOptions{Dir: c.String("dir"), Session: c.Int("session"), Follow: c.Bool("follow")})
+					return runLog(c.Context, env, logOptions{Dir: c.String("dir"), Session: c.Int("session"), Follow: c.Bool("follow"), Numbers: c.Bool("numbers")})
 				},
 			},
 			{

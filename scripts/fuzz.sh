@@ -6,6 +6,6 @@ cd "$(dirname "$0")/.."
 for pkg in $(go list ./...); do
 	for f in $(go test -list '^Fuzz' "$pkg" 2>/dev/null | grep '^Fuzz' || true); do
 		echo "== $pkg $f ($t)"
-		go test -run '^$' -fuzz "^$f\$" -fuzztime "$t" "$pkg"
+		go test -run "^$" -fuzz "^$f\$" -fuzztime "$t" -fuzzminimizetime 5s "$pkg"
 	done
 done

@@ -201,6 +201,38 @@ Start with: cryochamber init ~/plans/x && $EDITOR ~/plans/x/plan.md && cryochamb
 				},
 			},
 			{
+				Name:      "send",
+				Usage:     "write a message to the chamber's inbox (the next session reads and answers it)",
+				ArgsUsage: `"TEXT" (or - to read it from standard input)`,
+				Flags: []cli.Flag{dirFlag,
+					&cli.StringFlag{Name: "from", Usage: "who the message is from (default: $USER)"},
+					&cli.StringFlag{Name: "subject", Usage: "a subject line"},
+					&cli.BoolFlag{Name: "wake", Usage: "start the chamber's wake service now instead of waiting"},
+				},
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return &usageError{"send takes the message text as one argument", `cryochamber send "text" (quote it), or cryochamber send - < file`}
+					}
+					text := c.Args().First()
+					if text == "-" {
+						t, err := chamber.ReadText(os.Stdin)
+						if err != nil {
+							return &usageError{err.Error(), "messages are at most 1 MiB"}
+						}
+						text = t
+					}
+					return runSend(c.Context, env, sendOptions{Dir: c.String("dir"), Text: text, From: c.String("from"), Subject: c.String("subject"), Wake: c.Bool("wake")})
+				},
+			},
+			{
+				Name:  "receive",
+				Usage: "print the outbox messages not printed before (replies, alerts) and mark them read",
+				Flags: []cli.Flag{dirFlag, jsonFlag, &cli.BoolFlag{Name: "all", Usage: "also print what was printed before"}},
+				Action: func(c *cli.Context) error {
+					return runReceive(c.Context, env, receiveOptions{Dir: c.String("dir"), All: c.Bool("all"), JSON: c.Bool("json")})
+				},
+			},
+			{
 				Name:  "fallback",
 				Usage: "the dead-man check (what the fallback timer runs): alert if the due session has not finished",
 				Flags: []cli.Flag{dirFlag},

@@ -15,6 +15,7 @@ package main
 //	bg NAME cryo|exec ARGS...   start in the background; `wait NAME` waits for it
 //	stdout RE / stderr RE       the last command's output matches the regular expression
 //	exists PATH / grep RE FILE / count N RE FILE   (FILE may be a directory: all its files)
+//	files N DIR                 DIR holds N regular, non-hidden files
 //	json FILE KEY VALUE         a top-level key of a JSON file (timer.json) has that value
 //	units N                     N cryo-* unit files are installed
 //	timers N                    the manager reports N active cryo-* timers
@@ -446,6 +447,20 @@ func (s *scriptState) exec(line string) bool {
 		data, _ := readFileOrDir(s.path(args[3]))
 		got := len(regexp.MustCompile("(?m)"+args[2]).FindAll(data, -1))
 		check(got == n, fmt.Sprintf("%d matches of %q in %s (got %d)", n, args[2], args[3], got))
+	case "files":
+		need(2)
+		n, _ := strconv.Atoi(args[1])
+		ents, err := os.ReadDir(s.path(args[2]))
+		if err != nil && !os.IsNotExist(err) {
+			s.fatalf("%v", err)
+		}
+		var names []string
+		for _, e := range ents {
+			if e.Type().IsRegular() && !strings.HasPrefix(e.Name(), ".") {
+				names = append(names, e.Name())
+			}
+		}
+		check(len(names) == n, fmt.Sprintf("%d files in %s (got %d: %v)", n, args[2], len(names), names))
 	case "json":
 		need(3)
 		data, err := os.ReadFile(s.path(args[1]))

@@ -70,6 +70,7 @@ type Delay struct {
 // Early describes a wake before the scheduled one.
 type Early struct {
 	Scheduled time.Time
+	By        string // what woke the session: "messages", "a TODO", "a request"
 }
 
 // Message is one claimed inbox message.

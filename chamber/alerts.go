@@ -76,6 +76,25 @@ func (r *runner) alert(ctx context.Context, n int, reason, text string, m *marke
 	r.printf("%s", note)
 }
 
+// notice writes a message to the outbox that is not delivered anywhere: a failure that will be
+// retried is visible (`receive`, sync tools) without paging anyone. Its name derives from the
+// session, so a recovery that repeats the step writes it once.
+func (r *runner) notice(n int, reason, text string) {
+	t := r.now().UTC()
+	msg := &message.Message{
+		ID:      fmt.Sprintf("%s-session%d-notice", t.Format("20060102T150405.000000000Z"), n),
+		From:    "cryochamber",
+		Subject: fmt.Sprintf("%s: session %d %s", filepath.Base(r.dir), n, reason),
+		Time:    t,
+		Kind:    message.KindNotice,
+		Session: n,
+		Body:    text,
+	}
+	if _, err := message.Write(filepath.Join(r.dir, outboxDir), msg); err != nil {
+		r.printf("warning: cannot write a notice to the outbox: %v", err)
+	}
+}
+
 // sendAlert writes the alert to the outbox, delivers it, and records the results in the outbox
 // file. It does not touch timer.json or the log, so `fallback` can use it while a session holds
 // the lock.

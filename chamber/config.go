@@ -35,6 +35,7 @@ type Config struct {
 	MaxRetries      *int                  `toml:"max_retries"`
 	LateGrace       Duration              `toml:"late_grace"`
 	FallbackAfter   Duration              `toml:"fallback_after"`
+	DelayedAfter    Duration              `toml:"delayed_notice_after"`
 	MinFreeDisk     Size                  `toml:"min_free_disk"`
 	WatchInbox      *bool                 `toml:"watch_inbox"`
 	Backend         string                `toml:"backend"`
@@ -88,6 +89,7 @@ const (
 	DefaultMaxRetries     = 3
 	DefaultLateGrace      = 10 * time.Minute
 	DefaultFallbackAfter  = time.Hour
+	DefaultDelayedAfter   = 5 * time.Minute
 	DefaultMinFreeDisk    = 100 << 20
 )
 
@@ -271,6 +273,7 @@ func (c *Config) check(name string, data []byte, local *time.Location) error {
 		{"session_timeout", &c.SessionTimeout, DefaultSessionTimeout},
 		{"late_grace", &c.LateGrace, DefaultLateGrace},
 		{"fallback_after", &c.FallbackAfter, DefaultFallbackAfter},
+		{"delayed_notice_after", &c.DelayedAfter, DefaultDelayedAfter},
 	} {
 		if !d.v.set {
 			d.v.D = d.def

@@ -22,9 +22,6 @@ import (
 // wake is lost. 5 s covers saving the state and exiting.
 const armLead = 5 * time.Second
 
-// delayedAfter is how late a wake must be to carry a DELAYED WAKE notice.
-const delayedAfter = 5 * time.Minute
-
 // retryDelays are the waits before retry 1, 2, 3 of a failed session; later retries use the last.
 var retryDelays = []time.Duration{5 * time.Minute, 15 * time.Minute, 60 * time.Minute}
 
@@ -169,8 +166,14 @@ type outcome struct {
 func (o outcome) failed() bool { return o.reason != "" && o.reason != "invalid" }
 
 // runSession runs session n, due at due, then hibernates. It is the only place an agent runs.
-func (r *runner) runSession(ctx context.Context, n int, due time.Time, reason string, early *time.Time) error {
+func (r *runner) runSession(ctx context.Context, n int, due time.Time, reason string) error {
 	start := r.now()
+	var early *time.Time
+	if pw := r.st.PlanWake; pw != nil && pw.After(start) && reason != "plan" && reason != "retry" && reason != "start" {
+		// Woken before the plan's own WAKE: the prompt says how to keep it.
+		t := *pw
+		early = &t
+	}
 	cmd, cmdErr := r.command()
 
 	r.st.Phase = PhaseRunning
@@ -253,14 +256,19 @@ func (r *runner) execute(ctx context.Context, n int, cmd Command, due time.Time,
 	if l := r.st.Last; l != nil {
 		data.Previous = &agent.Previous{Session: l.Session, Exit: l.Exit, Summary: l.Summary, Plans: r.st.Plans, End: l.End}
 	}
-	if late := now.Sub(due); late > delayedAfter && reason != "start" && reason != "inbox" && reason != "requested" {
+	if late := now.Sub(due); late > r.cfg.DelayedAfter.D && reason != "start" && reason != "inbox" && reason != "requested" {
 		data.Delayed = &agent.Delay{Due: due.In(r.cfg.Location), Late: late}
 	}
 	if early != nil {
-		e := early.In(r.cfg.Location)
-		data.Early = &agent.Early{Scheduled: e}
+		by := map[string]string{"inbox": "messages (below)", "todo": "a TODO (below)", "requested": "a request (send --wake or wake --now)"}[reason]
+		data.Early = &agent.Early{Scheduled: early.In(r.cfg.Location), By: by}
 	}
 	batch.fill(&data)
+	for _, t := range r.Todos() {
+		if t.Status == "pending" {
+			data.Pending = append(data.Pending, agent.Todo{Text: t.Text, Due: t.At.In(r.cfg.Location), Attempt: t.Attempt})
+		}
+	}
 	prompt, err := agent.Prompt(data)
 	if err != nil {
 		return agent.Result{ExitCode: -1, Err: fmt.Errorf("render prompt: %w", err)}
@@ -356,6 +364,7 @@ func (r *runner) afterSession(ctx context.Context, n int, m *marker.Result, o ou
 // verdict is what steps 1 to 3 conclude about a block's markers.
 type verdict struct {
 	next       *time.Time // when to wake (nil: the plan is complete)
+	planWake   *time.Time // the WAKE marker's time (nil: none)
 	nextReason string
 	cmdLine    string // the command of the next session ("" = the agent)
 	task       string
@@ -413,6 +422,10 @@ func (r *runner) judge(rep *validate.Report, m *marker.Result, validAt time.Time
 		default:
 			v.next = &w
 			wakeDetail = fmt.Sprintf("WAKE %s (%s)", w.Format(time.RFC3339), Relative(w, now))
+		}
+		if v.next != nil {
+			pw := *v.next
+			v.planWake = &pw
 		}
 	}
 	for _, t := range m.Todos {
@@ -501,6 +514,7 @@ func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outco
 
 	r.st.Phase = PhaseArmed
 	r.st.Wake = v.next
+	r.st.PlanWake = v.planWake
 	r.st.Reason = v.nextReason
 	r.st.Command = v.cmdLine
 	r.st.Task = v.task
@@ -708,9 +722,14 @@ func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) 
 			Hint: "read `cryochamber log --session " + fmt.Sprint(n) + "`, fix the agent, then `cryochamber start` again"}
 	}
 	delay := retryDelays[min(r.st.Retries, len(retryDelays))-1]
-	t := o.end.Add(delay).UTC()
+	t := ceilSecond(o.end.Add(delay).UTC())
 	if t.Before(now.Add(armLead)) {
 		t = now.Add(armLead).Truncate(time.Second).Add(time.Second)
+	}
+	reason := "retry"
+	if p, why := r.pendingWake(now); p != nil && p.Before(t) {
+		// A TODO (or a message) is due before the retry: wake for it; the retry count stays.
+		t, reason = *p, why
 	}
 	rep := validate.New(r.out)
 	rep.Session = n
@@ -722,13 +741,15 @@ func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) 
 	}
 	r.st.Phase = PhaseArmed
 	r.st.Wake = &t
-	r.st.Reason = "retry"
+	r.st.Reason = reason
 	r.st.Holder = nil
 	r.st.Claimed = nil
 	if err := r.save(); err != nil {
 		return err
 	}
 	r.printf("session %d failed (%s); retry %d of %d at %s (%s)", n, o.reason, r.st.Retries, max, t.In(r.cfg.Location).Format(time.RFC3339), Relative(t, now))
+	r.notice(n, o.reason, fmt.Sprintf("Session %d failed (%s): %s.\nRetry %d of %d at %s. No one was alerted yet: alerts go out when the retries are used up.\n",
+		n, o.reason, o.detail, r.st.Retries, max, t.Format(time.RFC3339)))
 	return &Error{Status: 1, Msg: fmt.Sprintf("session %d failed (%s); retry %d of %d armed at %s", n, o.reason, r.st.Retries, max, t.Format(time.RFC3339)),
 		Hint: "see `cryochamber log --session " + fmt.Sprint(n) + "`"}
 }

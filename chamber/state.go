@@ -47,6 +47,9 @@ type State struct {
 	Session int        `json:"session"`        // the last session started
 	Wake    *time.Time `json:"wake,omitempty"` // when the next session is due (while running: when it was due)
 	Reason  string     `json:"reason,omitempty"`
+	// PlanWake is the latest WAKE marker's time. A session woken earlier (a TODO, a message)
+	// is told it, so that it can keep the schedule.
+	PlanWake *time.Time `json:"plan_wake,omitempty"`
 
 	Agent   string `json:"agent,omitempty"`   // `start --agent` override ("" = cryo.toml's agent)
 	Command string `json:"command,omitempty"` // the last CMD line ("" = the agent)

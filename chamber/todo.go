@@ -195,24 +195,32 @@ func (r *runner) addTodos(n int, todos []marker.Todo, validAt time.Time) error {
 	return r.saveTodos(l)
 }
 
+// earliestTodo is the due time of the earliest pending TODO.
+func (r *runner) earliestTodo() *time.Time {
+	l, err := r.loadTodos()
+	if err != nil {
+		return nil
+	}
+	var best *time.Time
+	for _, t := range l.Items {
+		if t.Status == "pending" && (best == nil || t.At.Before(*best)) {
+			at := t.At
+			best = &at
+		}
+	}
+	return best
+}
+
 // pendingWake is the earliest time something other than WAKE needs a session: a pending TODO,
 // or a message waiting in the inbox (watch_inbox). A time already due is moved armLead ahead.
 func (r *runner) pendingWake(now time.Time) (*time.Time, string) {
-	var best *time.Time
-	why := ""
-	if l, err := r.loadTodos(); err == nil {
-		for _, t := range l.Items {
-			if t.Status == "pending" && (best == nil || t.At.Before(*best)) {
-				at := t.At
-				best, why = &at, "todo"
-			}
-		}
+	best, why := r.earliestTodo(), "todo"
+	if best == nil {
+		why = ""
 	}
-	if *r.cfg.WatchInbox && inboxCount(r.dir) > 0 {
+	if *r.cfg.WatchInbox && inboxCount(r.dir) > 0 && (best == nil || now.Before(*best)) {
 		t := now
-		if best == nil || t.Before(*best) {
-			best, why = &t, "inbox"
-		}
+		best, why = &t, "inbox"
 	}
 	if best != nil && best.Before(now.Add(armLead)) {
 		t := now.Add(armLead).Truncate(time.Second).Add(time.Second)

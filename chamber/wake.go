@@ -39,7 +39,7 @@ func Wake(ctx context.Context, env *Env, opts WakeOptions) error {
 	if recovered, err := r.recover(ctx); recovered || err != nil {
 		return err
 	}
-	due, reason, early := r.due(opts.Now)
+	due, reason := r.due(opts.Now)
 	if !due {
 		r.printf("%s", reason)
 		if r.st.Phase == PhaseArmed {
@@ -55,7 +55,7 @@ func Wake(ctx context.Context, env *Env, opts WakeOptions) error {
 	if r.st.Wake != nil && reason != "inbox" && reason != "requested" {
 		wakeAt = *r.st.Wake
 	}
-	return r.runSession(ctx, r.st.Session+1, wakeAt, reasonFor(reason, r.st.Reason), early)
+	return r.runSession(ctx, r.st.Session+1, wakeAt, reasonFor(reason, r.st.Reason))
 }
 
 func reasonFor(why, stateReason string) string {
@@ -108,35 +108,35 @@ func holderMessage(dir string, now time.Time) string {
 }
 
 // due decides whether a session should run now, and why not when it should not.
-func (r *runner) due(force bool) (bool, string, *time.Time) {
+func (r *runner) due(force bool) (bool, string) {
 	now := r.now()
 	if r.cancelRequested() {
-		return false, "chamber is cancelled; nothing to do", nil
+		return false, "chamber is cancelled; nothing to do"
 	}
 	switch r.st.Phase {
 	case PhaseComplete:
-		return false, "plan is complete; nothing to do", nil
+		return false, "plan is complete; nothing to do"
 	case PhaseFailed:
-		return false, "chamber failed and is stopped (see `cryochamber status`); nothing to do", nil
+		return false, "chamber failed and is stopped (see `cryochamber status`); nothing to do"
 	case PhaseCancelled:
-		return false, "chamber is cancelled; nothing to do", nil
+		return false, "chamber is cancelled; nothing to do"
 	}
 	if force {
-		return true, "requested", nil
+		return true, "requested"
 	}
 	if _, err := os.Stat(r.private(WakeRequest)); err == nil {
-		return true, "requested", nil
+		return true, "requested"
 	}
 	if r.st.Wake != nil && !now.Before(r.st.Wake.Add(-dueTolerance)) {
-		return true, "due", nil
+		return true, "due"
 	}
 	if *r.cfg.WatchInbox && inboxCount(r.dir) > 0 {
-		return true, "inbox", r.st.Wake
+		return true, "inbox"
 	}
-	if t, _ := r.pendingWake(now); t != nil && !now.Before(t.Add(-dueTolerance)) {
-		return true, "todo", nil
+	if t := r.earliestTodo(); t != nil && !now.Before(t.Add(-dueTolerance)) {
+		return true, "todo"
 	}
-	return false, fmt.Sprintf("not due: next wake at %s (%s); nothing to do", r.st.Wake.UTC().Format(time.RFC3339), Relative(*r.st.Wake, now)), nil
+	return false, fmt.Sprintf("not due: next wake at %s (%s); nothing to do", r.st.Wake.UTC().Format(time.RFC3339), Relative(*r.st.Wake, now))
 }
 
 // recover finishes what a process that died holding the lock left behind. recovered is true
@@ -166,7 +166,7 @@ func (r *runner) recover(ctx context.Context) (bool, error) {
 	if info == nil || info.Session < n {
 		// The session was claimed but its block never started: run it now, with its claims.
 		r.printf("recovering: session %d was claimed but never started; running it now", n)
-		return true, r.runSession(ctx, n, due, r.st.Reason, nil)
+		return true, r.runSession(ctx, n, due, r.st.Reason)
 	}
 	if info.Session > n {
 		return true, &Error{Status: 1, Msg: fmt.Sprintf("cryo.log holds session %d but timer.json says session %d: they disagree", info.Session, n),
@@ -346,7 +346,7 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 	st.Timers = Timers{}
 	st.Fallbacks = nil
 	r.printf("starting chamber %s (%s) with %s", dir, st.ID, cmd.Line)
-	return r.runSession(ctx, st.Session+1, env.Now(), "start", nil)
+	return r.runSession(ctx, st.Session+1, env.Now(), "start")
 }
 
 func agentHint(cmd Command) string {

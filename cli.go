@@ -233,6 +233,14 @@ Start with: cryochamber init ~/plans/x && $EDITOR ~/plans/x/plan.md && cryochamb
 				},
 			},
 			{
+				Name:  "ps",
+				Usage: "list every chamber of this user: state (active, complete, failed, cancelled, orphaned), next wake, last result",
+				Flags: []cli.Flag{jsonFlag, &cli.StringFlag{Name: "backend", Usage: "timer backend to ask (default: by OS)"}},
+				Action: func(c *cli.Context) error {
+					return runPs(c.Context, env, psOptions{JSON: c.Bool("json"), Backend: c.String("backend")})
+				},
+			},
+			{
 				Name:  "fallback",
 				Usage: "the dead-man check (what the fallback timer runs): alert if the due session has not finished",
 				Flags: []cli.Flag{dirFlag},
@@ -259,14 +267,25 @@ func newEnv(stdout, stderr io.Writer) *chamber.Env {
 			exe = p
 		}
 	}
+	stateHome := os.Getenv("XDG_STATE_HOME")
+	if stateHome == "" {
+		if home := os.Getenv("HOME"); home != "" {
+			stateHome = filepath.Join(home, ".local", "state")
+		}
+	}
+	registry := ""
+	if stateHome != "" {
+		registry = filepath.Join(stateHome, "cryochamber", "chambers")
+	}
 	env := &chamber.Env{
-		Now:     time.Now,
-		Local:   time.Local,
-		Binary:  exe,
-		Environ: environ,
-		PID:     os.Getpid(),
-		Stdout:  stdout,
-		Stderr:  stderr,
+		Registry: registry,
+		Now:      time.Now,
+		Local:    time.Local,
+		Binary:   exe,
+		Environ:  environ,
+		PID:      os.Getpid(),
+		Stdout:   stdout,
+		Stderr:   stderr,
 	}
 	env.OpenBackend = func(ctx context.Context, name string) (timer.Backend, error) {
 		return openBackend(ctx, env, name)
@@ -301,6 +320,14 @@ func openBackend(ctx context.Context, env *chamber.Env, name string) (timer.Back
 			BusAddress: env.Getenv("DBUS_SESSION_BUS_ADDRESS"),
 			LingerFile: filepath.Join("/var/lib/systemd/linger", username),
 			User:       username,
+		})
+	case "launchd":
+		return timer.NewLaunchd(ctx, timer.LaunchdOptions{
+			AgentsDir: filepath.Join(home, "Library", "LaunchAgents"),
+			UID:       uid,
+			Location:  env.Local,
+			Env:       env.Environ,
+			Now:       env.Now,
 		})
 	case "":
 		return nil, fmt.Errorf("%w: no timer backend for %s (cryochamber supports systemd on Linux and launchd on macOS)", timer.ErrUnavailable, runtime.GOOS)

@@ -16,11 +16,16 @@ package main
 //	stdout RE / stderr RE       the last command's output matches the regular expression
 //	exists PATH / grep RE FILE / count N RE FILE   (FILE may be a directory: all its files)
 //	files N DIR                 DIR holds N regular, non-hidden files
+//	smtpd                       start a real SMTP server (aiosmtpd); sets SMTP_PORT and MAILDIR
+//	webhookd                    start an HTTP server that records each request in $WORK/webhook/; sets WEBHOOK_URL
+//	expand FILE                 replace $VARS in FILE (cryo.toml needs the ports)
+//	dead PIDFILE                the process whose PID is in PIDFILE is gone (or a zombie)
 //	json FILE KEY VALUE         a top-level key of a JSON file (timer.json) has that value
 //	units N                     N cryo-* unit files are installed
 //	timers N                    the manager reports N active cryo-* timers
 //	wait-phase DIR PHASE [SESSION] [TIMEOUT]   poll DIR/timer.json until that phase (and session)
 //	wait-file PATH [TIMEOUT]    poll until PATH exists
+//	wait-files N DIR [TIMEOUT]  poll until DIR holds at least N regular files
 //	env KEY=VALUE / cd DIR / mkdir DIR / rm PATH / cp SRC DST / chmod MODE PATH / sleep DURATION
 //	setenv-file VAR FILE        set VAR to the trimmed content of FILE
 //	date VAR OFFSET [LAYOUT]    set VAR to now+OFFSET in UTC (RFC 3339 by default)
@@ -35,6 +40,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -461,6 +470,30 @@ func (s *scriptState) exec(line string) bool {
 			}
 		}
 		check(len(names) == n, fmt.Sprintf("%d files in %s (got %d: %v)", n, args[2], len(names), names))
+	case "smtpd":
+		s.startSMTPD()
+	case "webhookd":
+		s.startWebhookd()
+	case "expand":
+		need(1)
+		data, err := os.ReadFile(s.path(args[1]))
+		if err != nil {
+			s.fatalf("%v", err)
+		}
+		if err := os.WriteFile(s.path(args[1]), []byte(s.expand(string(data))), 0o644); err != nil {
+			s.fatalf("%v", err)
+		}
+	case "dead":
+		need(1)
+		data, err := os.ReadFile(s.path(args[1]))
+		if err != nil {
+			s.fatalf("%v", err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err != nil || pid <= 0 {
+			s.fatalf("bad pid in %s", args[1])
+		}
+		check(!processLives(pid), fmt.Sprintf("process %d (from %s) is gone", pid, args[1]))
 	case "json":
 		need(3)
 		data, err := os.ReadFile(s.path(args[1]))
@@ -550,6 +583,30 @@ func (s *scriptState) exec(line string) bool {
 		need(2)
 		if out, err := exec.Command("cp", "-R", s.path(args[1]), s.path(args[2])).CombinedOutput(); err != nil {
 			s.fatalf("cp: %v: %s", err, out)
+		}
+	case "wait-files":
+		need(2)
+		n, _ := strconv.Atoi(args[1])
+		timeout := 60 * time.Second
+		if len(args) > 3 {
+			timeout, _ = time.ParseDuration(args[3])
+		}
+		deadline := time.Now().Add(timeout)
+		for {
+			ents, _ := os.ReadDir(s.path(args[2]))
+			count := 0
+			for _, e := range ents {
+				if e.Type().IsRegular() && !strings.HasPrefix(e.Name(), ".") {
+					count++
+				}
+			}
+			if count >= n {
+				break
+			}
+			if time.Now().After(deadline) {
+				s.fatalf("%s did not hold %d files within %s (has %d)", args[2], n, timeout, count)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	case "env":
 		need(1)
@@ -646,4 +703,87 @@ func readFileOrDir(p string) ([]byte, error) {
 		}
 	}
 	return all, nil
+}
+
+// processLives reports whether pid is a live (not zombie) process. PID 1 in a container may not
+// reap orphans, so a killed orphan can linger as a zombie: that counts as dead.
+func processLives(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state is the field after the parenthesised command name.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 || i+2 >= len(data) {
+		return false
+	}
+	return data[i+2] != 'Z' && data[i+2] != 'X'
+}
+
+// startSMTPD runs Debian's aiosmtpd as a real SMTP server storing mail in $WORK/maildir.
+func (s *scriptState) startSMTPD() {
+	if err := exec.Command("/usr/bin/python3", "-c", "import aiosmtpd").Run(); err != nil {
+		s.t.Skip("needs /usr/bin/python3 with aiosmtpd (Debian package python3-aiosmtpd)")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		s.fatalf("%v", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	maildir := filepath.Join(s.work, "maildir")
+	cmd := exec.Command("/usr/bin/python3", "-m", "aiosmtpd", "-n", "-l", fmt.Sprintf("127.0.0.1:%d", port), "-c", "aiosmtpd.handlers.Mailbox", maildir)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		s.fatalf("start aiosmtpd: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			s.fatalf("aiosmtpd did not listen on port %d: %s", port, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.env["SMTP_PORT"] = strconv.Itoa(port)
+	s.env["MAILDIR"] = maildir
+}
+
+// startWebhookd records every request (method, headers, body) as $WORK/webhook/<n>.txt.
+func (s *scriptState) startWebhookd() {
+	dir := filepath.Join(s.work, "webhook")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		s.fatalf("%v", err)
+	}
+	var mu sync.Mutex
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		mu.Lock()
+		n++
+		k := n
+		mu.Unlock()
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "%s %s\n", r.Method, r.URL.Path)
+		for k, v := range r.Header {
+			fmt.Fprintf(&b, "%s: %s\n", k, strings.Join(v, ", "))
+		}
+		b.WriteString("\n")
+		b.Write(body)
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.txt", k)), b.Bytes(), 0o644)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	s.t.Cleanup(srv.Close)
+	s.env["WEBHOOK_URL"] = srv.URL + "/hook"
 }

@@ -2,14 +2,18 @@ package chamber
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/cryochamber/cryochamber/fallback"
 	"github.com/cryochamber/cryochamber/marker"
 	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/sessionlog"
+	"github.com/cryochamber/cryochamber/timer"
 )
 
 // Alert is one alert to deliver: why, and to whom.
@@ -22,12 +26,70 @@ type Alert struct {
 	Targets []FallbackEntry
 }
 
-// Deliverer sends an alert to one target. It is set by the fallback wiring (email, webhook);
-// nil means alerts are only written to the outbox.
-type Deliverer func(ctx context.Context, cfg *Config, env []string, a Alert, t FallbackEntry) error
+// SecretsFile (in PrivateDir, mode 0600) holds the variables alert delivery needs
+// (email.password_env, webhook.secret_env), captured at start. Unlike the environment file it
+// is never given to the agent: an agent that reads untrusted text must not see them.
+const SecretsFile = "secrets"
 
-// DeliverAlert is the package's deliverer (set by main to fallback.Deliver).
-var DeliverAlert Deliverer
+// deliver sends one alert to one target with the fallback package.
+func deliver(ctx context.Context, cfg *Config, env []string, a Alert, t FallbackEntry) error {
+	fa := fallback.Alert{Chamber: a.Chamber, Session: a.Session, Reason: a.Reason, Message: a.Text, Time: a.Time}
+	if t.Message != "" {
+		fa.Message += "\n\nThe agent's fallback message: " + t.Message
+	}
+	switch t.Action {
+	case "email":
+		e := cfg.Email
+		if e == nil {
+			return errors.New("no [email] table in cryo.toml")
+		}
+		pw, err := fallback.PasswordFrom(ctx, env, e.PasswordEnv, e.PasswordCommand)
+		if err != nil {
+			return err
+		}
+		return fallback.SendEmail(ctx, fallback.EmailConfig{
+			Host: e.Host, Port: e.Port, TLS: e.TLS, Username: e.Username, Password: pw, From: e.From, Timeout: e.Timeout.D,
+		}, t.Target, fa)
+	case "webhook":
+		wc := fallback.WebhookConfig{Timeout: 10 * time.Second, Retries: 3}
+		if w := cfg.Webhook; w != nil {
+			wc.Timeout, wc.Retries = w.Timeout.D, *w.Retries
+			if w.SecretEnv != "" {
+				secret, ok := lookupEnv(env, w.SecretEnv)
+				if !ok || secret == "" {
+					return fmt.Errorf("webhook.secret_env names %s, which was not set when the chamber started", w.SecretEnv)
+				}
+				wc.Secret = []byte(secret)
+			}
+		}
+		return fallback.PostWebhook(ctx, wc, t.Target, fa)
+	}
+	return fmt.Errorf("unknown action %q", t.Action)
+}
+
+// secretNames are the variables only cryochamber may see.
+func (c *Config) secretNames() []string {
+	var names []string
+	if c.Email != nil && c.Email.PasswordEnv != "" {
+		names = append(names, c.Email.PasswordEnv)
+	}
+	if c.Webhook != nil && c.Webhook.SecretEnv != "" {
+		names = append(names, c.Webhook.SecretEnv)
+	}
+	return names
+}
+
+// alertEnv is the environment alert delivery runs with: this process's, the captured one, and
+// the captured secrets.
+func (r *runner) alertEnv() []string {
+	env := mergeEnv(r.env.Environ, r.capturedEnv())
+	if data, err := os.ReadFile(r.private(SecretsFile)); err == nil {
+		if vars, err := timer.ParseEnvFile(data); err == nil {
+			env = mergeEnv(env, vars)
+		}
+	}
+	return env
+}
 
 // alertTargets are the operator's [[fallback]] entries plus the FALLBACK markers of the latest
 // session that the policy allows, each target once.
@@ -65,7 +127,7 @@ func (r *runner) alertTargets(m *marker.Result) []FallbackEntry {
 func (r *runner) alert(ctx context.Context, n int, reason, text string, m *marker.Result) {
 	now := r.now().UTC()
 	a := Alert{Chamber: r.dir, Session: n, Reason: reason, Text: text, Time: now, Targets: r.alertTargets(m)}
-	rec, err := sendAlert(ctx, r.cfg, r.dir, mergeEnv(r.env.Environ, r.capturedEnv()), a)
+	rec, err := sendAlert(ctx, r.cfg, r.dir, r.alertEnv(), a)
 	if err != nil {
 		r.printf("warning: %v", err)
 	}
@@ -105,9 +167,10 @@ func sendAlert(ctx context.Context, cfg *Config, dir string, env []string, a Ale
 			body += fmt.Sprintf("\n%s %s: %s", t.Action, t.Target, t.Message)
 		}
 	}
+	fa := fallback.Alert{Chamber: a.Chamber, Session: a.Session, Reason: a.Reason, Message: a.Text, Time: a.Time}
 	msg := &message.Message{
 		From:    "cryochamber",
-		Subject: fmt.Sprintf("cryochamber alert: %s: %s (session %d)", filepath.Base(a.Chamber), a.Reason, a.Session),
+		Subject: fallback.Subject(fa),
 		Time:    a.Time,
 		Kind:    message.KindAlert,
 		Session: a.Session,
@@ -124,12 +187,7 @@ func sendAlert(ctx context.Context, cfg *Config, dir string, env []string, a Ale
 		rec.Results = append(rec.Results, "no targets configured: written to messages/outbox only")
 	}
 	for _, t := range a.Targets {
-		if DeliverAlert == nil {
-			rec.Results = append(rec.Results, fmt.Sprintf("%s %s: not sent (no deliverer)", t.Action, t.Target))
-			rec.OK = false
-			continue
-		}
-		if err := DeliverAlert(ctx, cfg, env, a, t); err != nil {
+		if err := deliver(ctx, cfg, env, a, t); err != nil {
 			rec.OK = false
 			rec.Results = append(rec.Results, fmt.Sprintf("%s %s: FAILED: %v", t.Action, t.Target, err))
 		} else {

@@ -40,6 +40,8 @@ type Env struct {
 	PID     int
 	Stdout  io.Writer
 	Stderr  io.Writer
+	// Registry is the file listing the chambers this user started (for `ps`); "" disables it.
+	Registry string
 	// OpenBackend connects to the OS timer manager by name ("" = this OS's default).
 	OpenBackend func(ctx context.Context, name string) (timer.Backend, error)
 }

@@ -282,8 +282,8 @@ func (c *Config) check(name string, data []byte, local *time.Location) error {
 	if c.SessionTimeout.D < time.Second {
 		return bad("", "session_timeout", "must be at least 1s")
 	}
-	if c.FallbackAfter.D < time.Minute {
-		return bad("", "fallback_after", "must be at least 1m (the dead-man alert must not race the session it guards)")
+	if c.FallbackAfter.D < 5*time.Second {
+		return bad("", "fallback_after", "must be at least 5s (and should be longer than a normal session: a session still running then is reported overdue)")
 	}
 	if c.MaxRetries == nil {
 		n := DefaultMaxRetries
@@ -367,6 +367,9 @@ func (c *Config) check(name string, data []byte, local *time.Location) error {
 		}
 		if e.From == "" {
 			return bad("email", "from", "is required")
+		}
+		if e.Username != "" && e.PasswordEnv == "" && len(e.PasswordCommand) == 0 {
+			return bad("email", "username", "needs password_env or password_command (a password is never written in cryo.toml)")
 		}
 		if e.PasswordEnv != "" && len(e.PasswordCommand) > 0 {
 			return bad("email", "password_command", "give password_env or password_command, not both")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -215,7 +216,7 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, reason st
 		res = r.execute(ctx, n, cmd, due, reason, early, batch, block)
 	}
 	result := parser.Result()
-	o := classify(res, result)
+	o := classify(res, result, r.cfg.SessionTimeout.D)
 	o.start, o.end = start, r.now()
 	if o.detail != "" {
 		_ = block.Note(o.detail)
@@ -279,7 +280,7 @@ func (r *runner) execute(ctx context.Context, n int, cmd Command, due time.Time,
 	}
 	_ = os.Chmod(promptFile, 0o600)
 
-	base := mergeEnv(r.env.Environ, r.capturedEnv())
+	base := withoutVars(mergeEnv(r.env.Environ, r.capturedEnv()), r.cfg.secretNames())
 	vars := agent.Vars{Dir: r.dir, Session: n, PromptFile: promptFile}
 	var inv agent.Invocation
 	if cmd.Agent != nil {
@@ -315,10 +316,10 @@ func (r *runner) planName() string {
 }
 
 // classify decides how a run ended: answered (valid EXIT), or failed and why.
-func classify(res agent.Result, m *marker.Result) outcome {
+func classify(res agent.Result, m *marker.Result, timeout time.Duration) outcome {
 	switch {
 	case res.TimedOut:
-		return outcome{exit: 2, reason: "timeout", detail: fmt.Sprintf("agent killed after session_timeout (%s)", res.Duration.Round(time.Second))}
+		return outcome{exit: 2, reason: "timeout", detail: fmt.Sprintf("agent killed after session_timeout (%s) with its whole process group", timeout)}
 	case res.Err != nil:
 		return outcome{exit: 2, reason: "agent-failed", detail: "agent did not run: " + res.Err.Error()}
 	}
@@ -553,7 +554,7 @@ func (r *runner) arm(ctx context.Context, rep *validate.Report, t time.Time) err
 	}
 	rep.Add(4, validate.Pass, "%s %s-wake", be.Name(), r.st.ID)
 	got, ok, err := be.Next(ctx, r.st.ID, timer.Wake)
-	want, precision := expectedElapse(be.Name(), t)
+	agree, want := timerAgrees(be.Name(), r.env.Local, t, got)
 	switch {
 	case err != nil:
 		rep.Add(5, validate.Fail, "cannot read the timer back: %v", err)
@@ -561,7 +562,7 @@ func (r *runner) arm(ctx context.Context, rep *validate.Report, t time.Time) err
 	case !ok:
 		rep.Add(5, validate.Fail, "%s reports no next elapse for %s-wake", be.Name(), r.st.ID)
 		return errors.New("no next elapse")
-	case !got.Truncate(precision).Equal(want):
+	case !agree:
 		rep.Add(5, validate.Fail, "%s reports the next elapse at %s, want %s", be.Name(), got.UTC().Format(time.RFC3339), want.UTC().Format(time.RFC3339))
 		return errors.New("timer mismatch")
 	default:
@@ -609,17 +610,21 @@ func ceilSecond(t time.Time) time.Time {
 	return s
 }
 
-// expectedElapse is the elapse the OS should report for a timer armed at t, and the precision
-// of the comparison: systemd keeps the second; launchd has no seconds and rounds up a minute.
-func expectedElapse(backend string, t time.Time) (time.Time, time.Duration) {
+// timerAgrees reports whether the OS's next elapse got matches a timer armed for t, and the time
+// the OS should report. systemd keeps the second. launchd has no seconds and no year: it fires
+// at the minute t rounds up to, every year, so the comparison is on the calendar (month, day,
+// hour, minute in the Mac's zone), which also covers a WAKE more than a year away.
+func timerAgrees(backend string, loc *time.Location, t, got time.Time) (bool, time.Time) {
 	if backend == "launchd" {
-		m := t.Truncate(time.Minute)
-		if m.Before(t) {
-			m = m.Add(time.Minute)
+		want, fire, err := timer.CalendarFor(t, loc)
+		if err != nil {
+			return false, t
 		}
-		return m, time.Minute
+		have, _, err := timer.CalendarFor(got, loc)
+		return err == nil && have == want, fire
 	}
-	return ceilSecond(t), time.Second
+	want := ceilSecond(t)
+	return got.Truncate(time.Second).Equal(want), want
 }
 
 // hostChecks are steps 7 and 8.
@@ -880,13 +885,19 @@ func mergeEnv(base, vars []string) []string {
 	return out
 }
 
-func envValue(env []string, k string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(env[i], k+"="); ok {
-			return v
+// withoutVars drops the named variables (alert secrets) from env.
+func withoutVars(env, names []string) []string {
+	if len(names) == 0 {
+		return env
+	}
+	out := env[:0:0]
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(names, k) {
+			out = append(out, kv)
 		}
 	}
-	return ""
+	return out
 }
 
 // checkLog moves a corrupt log aside before a new block is appended to it.

@@ -160,8 +160,7 @@ func (s *StatusInfo) timers(ctx context.Context, r *runner) {
 			ti.OS = &g
 		}
 		if ti.Armed != nil && ti.OS != nil {
-			want, prec := expectedElapse(be.Name(), *ti.Armed)
-			ti.Agree = ti.OS.Truncate(prec).Equal(want)
+			ti.Agree, _ = timerAgrees(be.Name(), r.env.Local, *ti.Armed, *ti.OS)
 		} else {
 			ti.Agree = ti.Armed == nil && ti.OS == nil
 		}
@@ -374,7 +373,7 @@ func (r *runner) checkArmed(ctx context.Context, rep *validate.Report) {
 		rep.Add(4, validate.Pass, "%s %s-wake", be.Name(), r.st.ID)
 		if r.st.Wake == nil {
 			rep.Add(5, validate.Fail, "timer.json has no wake time, the OS has %s", got.UTC().Format(time.RFC3339))
-		} else if want, prec := expectedElapse(be.Name(), *r.st.Wake); !got.Truncate(prec).Equal(want) {
+		} else if agree, want := timerAgrees(be.Name(), r.env.Local, *r.st.Wake, got); !agree {
 			rep.Add(5, validate.Fail, "%s reports %s, timer.json says %s", be.Name(), got.UTC().Format(time.RFC3339), want.UTC().Format(time.RFC3339))
 		} else {
 			rep.Add(5, validate.Pass, "%s reports %s", be.Name(), got.UTC().Format(time.RFC3339))
@@ -414,7 +413,7 @@ func Fallback(ctx context.Context, env *Env, opts FallbackOptions) error {
 			if h != nil {
 				text += fmt.Sprintf(" (pid %d since %s)", h.PID, h.Since.Format(time.RFC3339))
 			}
-			rec, err := sendAlert(ctx, cfg, dir, mergeEnv(env.Environ, r.capturedEnv()), Alert{Chamber: dir, Session: st.Session, Reason: "overdue", Text: text, Time: now.UTC(), Targets: r.alertTargets(nil)})
+			rec, err := sendAlert(ctx, cfg, dir, r.alertEnv(), Alert{Chamber: dir, Session: st.Session, Reason: "overdue", Text: text, Time: now.UTC(), Targets: r.alertTargets(nil)})
 			if err != nil {
 				fmt.Fprintf(env.Stdout, "warning: %v\n", err)
 			}

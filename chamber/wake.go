@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/cryochamber/cryochamber/marker"
 	"github.com/cryochamber/cryochamber/sessionlog"
 	"github.com/cryochamber/cryochamber/timer"
+	"github.com/cryochamber/cryochamber/validate"
 )
 
 // dueTolerance absorbs clock granularity between the OS timer and our clock: a timer never
@@ -44,6 +46,7 @@ func Wake(ctx context.Context, env *Env, opts WakeOptions) error {
 		r.printf("%s", reason)
 		if r.st.Phase == PhaseArmed {
 			_ = sessionlog.AppendNote(r.logPath(), r.now(), "wake: "+reason)
+			r.repairWakeTimer(ctx)
 		}
 		return nil
 	}
@@ -137,6 +140,44 @@ func (r *runner) due(force bool) (bool, string) {
 		return true, "todo"
 	}
 	return false, fmt.Sprintf("not due: next wake at %s (%s); nothing to do", r.st.Wake.UTC().Format(time.RFC3339), Relative(*r.st.Wake, now))
+}
+
+// repairWakeTimer re-arms the wake timer when the OS no longer agrees with timer.json: a timer
+// removed behind our back, or a launchd job that fired early (launchd repeats a calendar yearly,
+// so after an early fire it would not fire again for a year).
+func (r *runner) repairWakeTimer(ctx context.Context) {
+	if r.st.Wake == nil || r.cancelRequested() {
+		return
+	}
+	be, err := r.backend(ctx)
+	if err != nil {
+		r.printf("warning: cannot check the wake timer: %v", err)
+		return
+	}
+	got, ok, err := be.Next(ctx, r.st.ID, timer.Wake)
+	if err != nil {
+		r.printf("warning: cannot check the wake timer: %v", err)
+		return
+	}
+	agree := false
+	if ok {
+		agree, _ = timerAgrees(be.Name(), r.env.Local, *r.st.Wake, got)
+		if agree && got.After(r.st.Wake.Add(2*time.Minute)) {
+			agree = false // the right calendar, but next year's
+		}
+	}
+	if agree {
+		return
+	}
+	rep := validate.New(r.out)
+	if err := r.arm(ctx, rep, *r.st.Wake); err != nil {
+		r.printf("warning: the wake timer disagreed with timer.json and could not be re-armed: %v", err)
+		return
+	}
+	_ = r.save()
+	note := fmt.Sprintf("wake: the %s wake timer disagreed with timer.json; re-armed it for %s", be.Name(), r.st.Wake.UTC().Format(time.RFC3339))
+	_ = sessionlog.AppendNote(r.logPath(), r.now(), note)
+	r.printf("%s", note)
 }
 
 // recover finishes what a process that died holding the lock left behind. recovered is true
@@ -281,6 +322,12 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 	switch {
 	case errors.Is(err, ErrNoState):
 		st = &State{Phase: PhaseComplete}
+		// No state, but maybe a log (timer.json removed to start over, a copied chamber):
+		// session numbers continue after the log's latest block.
+		if info, err := sessionlog.Latest(filepath.Join(dir, LogFile), -1); err == nil {
+			st.Session = info.Session
+			st.LogOffset = info.Offset
+		}
 	case err != nil:
 		lock.Unlock()
 		return &Error{Status: 1, Err: err, Hint: "timer.json is written atomically; if it was edited by hand, restore it or remove it to start over (the log is kept)"}
@@ -345,6 +392,9 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 	st.Retries = 0
 	st.Timers = Timers{}
 	st.Fallbacks = nil
+	if err := register(env.Registry, dir); err != nil {
+		r.printf("warning: cannot record the chamber for `cryochamber ps`: %v", err)
+	}
 	r.printf("starting chamber %s (%s) with %s", dir, st.ID, cmd.Line)
 	return r.runSession(ctx, st.Session+1, env.Now(), "start")
 }
@@ -386,6 +436,10 @@ func (r *runner) prepareFiles() error {
 func (r *runner) captureEnv() (missing []string, err error) {
 	vars := []string{"PATH=" + r.env.Getenv("PATH"), "HOME=" + r.env.Getenv("HOME")}
 	for _, k := range r.cfg.AgentEnv {
+		if slices.Contains(r.cfg.secretNames(), k) {
+			return nil, usageErr("remove it from agent_env: alert secrets are captured separately and never given to the agent",
+				"agent_env names %s, which cryo.toml also uses as an alert secret", k)
+		}
 		v, ok := lookupEnv(r.env.Environ, k)
 		if !ok {
 			missing = append(missing, k)
@@ -398,6 +452,22 @@ func (r *runner) captureEnv() (missing []string, err error) {
 		return nil, usageErr("remove the newline from that variable, or leave it out of agent_env", "cannot capture the environment: %v", err)
 	}
 	if err := writePrivate(r.private(EnvFileName), data); err != nil {
+		return nil, &Error{Status: 1, Err: err}
+	}
+	var secrets []string
+	for _, k := range r.cfg.secretNames() {
+		v, ok := lookupEnv(r.env.Environ, k)
+		if !ok || v == "" {
+			return nil, usageErr(fmt.Sprintf("export %s before `cryochamber start` (it is captured into .cryo/secrets, mode 0600, never given to the agent)", k),
+				"cryo.toml names %s for alert delivery, but it is not set", k)
+		}
+		secrets = append(secrets, k+"="+v)
+	}
+	data, err = timer.FormatEnvFile(secrets)
+	if err != nil {
+		return nil, usageErr("the secret must be one line", "cannot capture the alert secrets: %v", err)
+	}
+	if err := writePrivate(r.private(SecretsFile), data); err != nil {
 		return nil, &Error{Status: 1, Err: err}
 	}
 	return missing, nil
@@ -423,6 +493,9 @@ func Cancel(ctx context.Context, env *Env, opts CancelOptions) error {
 	dir, err := AbsDir(opts.Dir)
 	if err != nil {
 		return err
+	}
+	if !IsChamber(dir) {
+		return cancelOrphan(ctx, env, dir)
 	}
 	cfg, st, err := loadForCommand(dir, env)
 	if err != nil {
@@ -474,6 +547,41 @@ func Cancel(ctx context.Context, env *Env, opts CancelOptions) error {
 		return err
 	}
 	r.printf("cancelled %s: every timer removed; the log is kept (cryochamber log --dir %s)", dir, dir)
+	return nil
+}
+
+// cancelOrphan removes the timers of a chamber that is gone (moved or deleted with its timers
+// still installed): its ID is derived from the path, as when it was armed.
+func cancelOrphan(ctx context.Context, env *Env, dir string) error {
+	be, err := env.OpenBackend(ctx, "")
+	if err != nil {
+		return notChamber(dir)
+	}
+	defer be.Close()
+	id := timer.ID(dir)
+	installed, err := be.Installed(ctx)
+	if err != nil {
+		return &Error{Status: 1, Msg: "cannot list the installed timers", Err: err}
+	}
+	found := false
+	for _, in := range installed {
+		if in.ID == id {
+			found = true
+		}
+	}
+	if !found {
+		return notChamber(dir)
+	}
+	var errs []error
+	for _, k := range timer.Kinds {
+		errs = append(errs, be.Disarm(ctx, id, k))
+	}
+	errs = append(errs, be.Unwatch(ctx, id))
+	if err := errors.Join(errs...); err != nil {
+		return &Error{Status: 1, Msg: "could not remove every timer of " + id, Err: err}
+	}
+	_ = unregister(env.Registry, dir)
+	fmt.Fprintf(env.Stdout, "removed the timers of %s (%s): the chamber itself is gone\n", dir, id)
 	return nil
 }
 

@@ -274,5 +274,9 @@ func newPKI(t *testing.T) testPKI {
 	return p
 }
 
-func (p testPKI) startTLSFlags() []string { return []string{"--tlscert", p.certFile, "--tlskey", p.keyFile} }
-func (p testPKI) smtpsFlags() []string    { return []string{"--smtpscert", p.certFile, "--smtpskey", p.keyFile} }
+func (p testPKI) startTLSFlags() []string {
+	return []string{"--tlscert", p.certFile, "--tlskey", p.keyFile}
+}
+func (p testPKI) smtpsFlags() []string {
+	return []string{"--smtpscert", p.certFile, "--smtpskey", p.keyFile}
+}

@@ -428,7 +428,7 @@ func daysIn(m time.Month, year int) int {
 // Reading `launchctl print`.
 //
 // `launchctl print gui/<uid>/<label>` describes a loaded job as nested blocks, one tab of
-// indentation per level (macOS 13 to 26; from a capture on 26.6.2):
+// indentation per level (as captured on macOS 15 and 26.6.2):
 //
 //	gui/501/<label> = {
 //		active count = 0

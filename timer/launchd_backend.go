@@ -50,6 +50,7 @@ const (
 	lcAlreadyProgress = 37  // bootstrap: "Operation already in progress"
 	lcNotFound        = 113 // print, kickstart, bootout: "Could not find service"
 	lcDisabled        = 119 // bootstrap: "Service is disabled"
+	lcNoDomainAction  = 125 // bootstrap: "Domain does not support specified action" (no GUI session)
 )
 
 // defaultBootstrapDelays are the pauses between bootstrap attempts answered with
@@ -210,7 +211,6 @@ func (b *launchdBackend) run(ctx context.Context, args ...string) (*lcResult, er
 	if cmd.Env == nil {
 		cmd.Env = []string{} // never this process's environment by accident
 	}
-	cmd.Stdin = nil
 	var out, errOut limitedBuffer
 	out.max, errOut.max = maxLaunchctlOut, 64<<10
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -314,7 +314,7 @@ func (b *launchdBackend) bootstrap(ctx context.Context, label, path string) erro
 			break
 		}
 		if err := sleep(ctx, b.bootstrapDelays[attempt]); err != nil {
-			return fmt.Errorf("%w (retrying: %v)", r, err)
+			return fmt.Errorf("%w (retrying: %w)", r, err)
 		}
 		waited += b.bootstrapDelays[attempt]
 	}
@@ -328,7 +328,10 @@ func (b *launchdBackend) bootstrap(ctx context.Context, label, path string) erro
 		return fmt.Errorf("%w: the agent was disabled on this Mac; allow it with `launchctl enable %s` "+
 			"(or in System Settings, Login Items) and arm again", r, b.target(label))
 	}
-	return fmt.Errorf("%w (is this user logged in to the Mac's desktop? agents in %s run only in a GUI login session)", r, b.domain())
+	if r.notFound() || r.code == lcNoDomainAction {
+		return fmt.Errorf("%w (is this user logged in to the Mac's desktop? agents in %s exist only in a GUI login session)", r, b.domain())
+	}
+	return r
 }
 
 // Slots.
@@ -418,6 +421,19 @@ func (b *launchdBackend) install(ctx context.Context, label string, build func(l
 			if cur, err := os.ReadFile(s.path); err == nil && bytes.Equal(cur, data[i]) {
 				return nil
 			}
+		}
+	}
+	// Both running happens for a moment after a re-arm: the slot just loaded runs at load
+	// (RunAtLoad), finds the lock held and exits. Wait for that, boundedly.
+	for _, d := range b.unloadPolls {
+		if !ss[0].running() || !ss[1].running() {
+			break
+		}
+		if err := sleep(ctx, d); err != nil {
+			return err
+		}
+		if ss, err = b.slots(ctx, label); err != nil {
+			return err
 		}
 	}
 	ti := 0

@@ -37,7 +37,8 @@ def main():
     def authenticator(server, session, envelope, mechanism, auth_data):
         ok = isinstance(auth_data, LoginPassword) and \
             auth_data.login == user and auth_data.password == password
-        return AuthResult(success=ok)
+        # handled=False: let aiosmtpd answer a failure with 535, as a real server does.
+        return AuthResult(success=ok, handled=False)
 
     tls_context = None
     if args.tlscert:

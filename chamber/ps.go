@@ -1,0 +1,271 @@
+package chamber
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cryochamber/cryochamber/timer"
+)
+
+// The registry is the list of chambers this user has started: complete and failed chambers have
+// no timers installed, so `ps` could not find them from the OS alone. It is a plain text file of
+// absolute paths, one per line, in the user's state directory (Env.Registry).
+
+// register adds dir to the registry (idempotent). A failure is reported but never stops a start.
+func register(registry, dir string) error {
+	if registry == "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(registry), 0o700); err != nil {
+		return err
+	}
+	lf, err := os.OpenFile(registry+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
+	dirs := readRegistry(registry)
+	for _, d := range dirs {
+		if d == dir {
+			return nil
+		}
+	}
+	dirs = append(dirs, dir)
+	sort.Strings(dirs)
+	return atomicWrite(registry, []byte(strings.Join(dirs, "\n")+"\n"), 0o600)
+}
+
+// unregister removes dir from the registry (a chamber whose timers were removed after it was
+// deleted). Best effort, like register.
+func unregister(registry, dir string) error {
+	if registry == "" {
+		return nil
+	}
+	lf, err := os.OpenFile(registry+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
+	var keep []string
+	for _, d := range readRegistry(registry) {
+		if d != dir {
+			keep = append(keep, d)
+		}
+	}
+	return atomicWrite(registry, []byte(strings.Join(keep, "\n")+"\n"), 0o600)
+}
+
+func readRegistry(registry string) []string {
+	f, err := os.Open(registry)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var dirs []string
+	sc := bufio.NewScanner(io.LimitReader(f, 16<<20))
+	for sc.Scan() {
+		if d := strings.TrimSpace(sc.Text()); filepath.IsAbs(d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+// PsOptions are the options of `cryochamber ps`.
+type PsOptions struct {
+	JSON    bool
+	Backend string
+}
+
+// PsRow is one chamber in `ps`.
+type PsRow struct {
+	Dir      string     `json:"dir"`
+	ID       string     `json:"id"`
+	State    string     `json:"state"` // active, complete, failed, cancelled, orphaned
+	Phase    Phase      `json:"phase,omitempty"`
+	Session  int        `json:"session"`
+	NextWake *time.Time `json:"next_wake"`
+	LastExit *int       `json:"last_exit"`
+	Summary  string     `json:"last_summary,omitempty"`
+	Units    []string   `json:"timers"`
+	Problem  string     `json:"problem,omitempty"`
+}
+
+// Ps lists every chamber of the user: those with timers installed in the OS and those in the
+// registry, with a state. "orphaned" is a unit whose chamber is gone (or is not that chamber any
+// more), or an active chamber whose wake timer is missing.
+func Ps(ctx context.Context, env *Env, opts PsOptions) ([]PsRow, error) {
+	be, err := env.OpenBackend(ctx, opts.Backend)
+	if err != nil {
+		return nil, &Error{Status: 1, Msg: "cannot reach the OS timer manager", Err: err, Hint: backendHint(opts.Backend)}
+	}
+	defer be.Close()
+	installed, err := be.Installed(ctx)
+	if err != nil {
+		return nil, &Error{Status: 1, Msg: "cannot list the installed timers", Err: err}
+	}
+	byDir := map[string]*PsRow{}
+	var rows []*PsRow
+	row := func(dir string) *PsRow {
+		if r, ok := byDir[dir]; ok {
+			return r
+		}
+		r := &PsRow{Dir: dir, Units: []string{}}
+		byDir[dir] = r
+		rows = append(rows, r)
+		return r
+	}
+	idsAt := map[string]string{}
+	for _, in := range installed {
+		dir := in.Dir
+		if dir == "" {
+			dir = "(unknown: " + in.ID + ")"
+		}
+		r := row(dir)
+		r.ID = in.ID
+		idsAt[dir] = in.ID
+		for _, k := range in.Kinds {
+			r.Units = append(r.Units, string(k))
+		}
+		if in.Watch {
+			r.Units = append(r.Units, "inbox")
+		}
+	}
+	for _, d := range readRegistry(env.Registry) {
+		row(d)
+	}
+	now := env.Now()
+	for _, r := range rows {
+		r.classify(ctx, env, be, idsAt[r.Dir] != "", now)
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Dir < rows[j].Dir })
+	out := make([]PsRow, 0, len(rows))
+	for _, r := range rows {
+		if r.State == "missing" {
+			continue // deleted, with nothing of it left in the OS: nothing to show
+		}
+		out = append(out, *r)
+	}
+	return out, nil
+}
+
+func (r *PsRow) classify(ctx context.Context, env *Env, be timer.Backend, hasUnits bool, now time.Time) {
+	st, err := LoadState(r.Dir)
+	if err != nil {
+		if hasUnits {
+			r.State = "orphaned"
+			if errors.Is(err, ErrNoState) {
+				r.Problem = "timers are installed but the chamber is gone; remove them with: cryochamber cancel --dir " + r.Dir
+			} else {
+				r.Problem = "timers are installed but timer.json cannot be read: " + err.Error()
+			}
+			return
+		}
+		r.State = "missing"
+		r.Problem = "the chamber is no longer there"
+		return
+	}
+	if r.ID == "" {
+		r.ID = st.ID
+	}
+	r.Phase = st.Phase
+	r.Session = st.Session
+	if st.Last != nil {
+		e := st.Last.Exit
+		r.LastExit = &e
+		r.Summary = st.Last.Summary
+	}
+	if hasUnits && st.ID != "" && st.ID != r.ID {
+		r.State = "orphaned"
+		r.Problem = fmt.Sprintf("the units (%s) belong to a chamber that moved; this directory's ID is %s", r.ID, st.ID)
+		return
+	}
+	switch st.Phase {
+	case PhaseArmed, PhaseRunning:
+		r.NextWake = st.Wake
+		_, ok, err := be.Next(ctx, st.ID, timer.Wake)
+		switch {
+		case st.Phase == PhaseRunning && pidAlive(holderPID(st)):
+			r.State = "active"
+		case err != nil || !ok:
+			r.State = "orphaned"
+			r.Problem = "timer.json says active but the OS has no wake timer for it (run `cryochamber status` there)"
+		default:
+			r.State = "active"
+		}
+	case PhaseComplete:
+		r.State = "complete"
+	case PhaseFailed:
+		r.State = "failed"
+	case PhaseCancelled:
+		r.State = "cancelled"
+	}
+	if !st.Phase.Active() && hasUnits {
+		r.State = "orphaned"
+		r.Problem = fmt.Sprintf("the chamber is %s but timers are still installed", st.Phase)
+	}
+}
+
+func holderPID(st *State) int {
+	if st.Holder == nil {
+		return 0
+	}
+	return st.Holder.PID
+}
+
+// WritePs prints the rows as a table or JSON.
+func WritePs(w io.Writer, rows []PsRow, asJSON bool, now time.Time) error {
+	if asJSON {
+		if rows == nil {
+			rows = []PsRow{}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(w, "no chambers")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STATE\tSESSION\tNEXT WAKE\tLAST\tCHAMBER")
+	for _, r := range rows {
+		next := "-"
+		if r.NextWake != nil {
+			next = r.NextWake.UTC().Format("2006-01-02 15:04:05Z") + " (" + Relative(*r.NextWake, now) + ")"
+		}
+		last := "-"
+		if r.LastExit != nil {
+			last = fmt.Sprintf("EXIT %d", *r.LastExit)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", r.State, r.Session, next, last, r.Dir)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.Problem != "" {
+			fmt.Fprintf(w, "%s: %s\n", r.Dir, r.Problem)
+		}
+	}
+	return nil
+}

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -287,10 +288,38 @@ func newEnv(stdout, stderr io.Writer) *chamber.Env {
 		Stdout:   stdout,
 		Stderr:   stderr,
 	}
+	env.Checkpoint = crashCheckpoint(os.Getenv("CRYOCHAMBER_CRASH_AT"))
 	env.OpenBackend = func(ctx context.Context, name string) (timer.Backend, error) {
 		return openBackend(ctx, env, name)
 	}
 	return env
+}
+
+// crashCheckpoint is for the crash tests (docs/RELIABILITY.md): CRYOCHAMBER_CRASH_AT=point[:k]
+// makes the process SIGKILL itself the k-th time (default 1st) it reaches that point of a wake.
+// Unset, it does nothing.
+func crashCheckpoint(spec string) func(string) {
+	if spec == "" {
+		return nil
+	}
+	point, nth := spec, 1
+	if p, k, ok := strings.Cut(spec, ":"); ok {
+		point = p
+		if n, err := strconv.Atoi(k); err == nil && n > 0 {
+			nth = n
+		}
+	}
+	seen := 0
+	return func(name string) {
+		if name != point {
+			return
+		}
+		seen++
+		if seen == nth {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way; never return into the wake
+		}
+	}
 }
 
 // openBackend connects to the named timer backend ("" = this OS's default).
@@ -334,12 +363,4 @@ func openBackend(ctx context.Context, env *chamber.Env, name string) (timer.Back
 	default:
 		return nil, fmt.Errorf("unknown backend %q (want systemd or launchd)", name)
 	}
-}
-
-// lowerFirst makes a message start lowercase, the way every message of ours does.
-func lowerFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToLower(s[:1]) + s[1:]
 }

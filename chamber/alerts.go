@@ -141,8 +141,8 @@ func (r *runner) alert(ctx context.Context, n int, reason, text string, m *marke
 // notice writes a message to the outbox that is not delivered anywhere: a failure that will be
 // retried is visible (`receive`, sync tools) without paging anyone. Its name derives from the
 // session, so a recovery that repeats the step writes it once.
-func (r *runner) notice(n int, reason, text string) {
-	t := r.now().UTC()
+func (r *runner) notice(n int, at time.Time, reason, text string) {
+	t := at.UTC()
 	msg := &message.Message{
 		ID:      fmt.Sprintf("%s-session%d-notice", t.Format("20060102T150405.000000000Z"), n),
 		From:    "cryochamber",
@@ -152,7 +152,7 @@ func (r *runner) notice(n int, reason, text string) {
 		Session: n,
 		Body:    text,
 	}
-	if _, err := message.Write(filepath.Join(r.dir, outboxDir), msg); err != nil {
+	if _, err := message.Write(filepath.Join(r.dir, outboxDir), msg); err != nil && !errors.Is(err, os.ErrExist) {
 		r.printf("warning: cannot write a notice to the outbox: %v", err)
 	}
 }

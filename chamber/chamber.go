@@ -42,8 +42,18 @@ type Env struct {
 	Stderr  io.Writer
 	// Registry is the file listing the chambers this user started (for `ps`); "" disables it.
 	Registry string
+	// Checkpoint, when set, is called at named points of a wake ("claimed", "header", "ended",
+	// "armed", "state-temp"); the crash tests make it kill the process there.
+	Checkpoint func(name string)
 	// OpenBackend connects to the OS timer manager by name ("" = this OS's default).
 	OpenBackend func(ctx context.Context, name string) (timer.Backend, error)
+}
+
+// checkpoint reports reaching a named point of a wake (see Env.Checkpoint).
+func (e *Env) checkpoint(name string) {
+	if e.Checkpoint != nil {
+		e.Checkpoint(name)
+	}
 }
 
 // Getenv looks a variable up in Env.Environ.

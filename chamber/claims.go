@@ -49,51 +49,53 @@ func (b *claimBatch) fill(d *agent.PromptData) {
 	}
 }
 
-// claim moves the whole inbox batch to the archive and claims the due TODOs. Claims are
-// terminal: once archived, a message is never shown to another session, even if this one
-// crashes. A session re-run after its process died before starting gets back what it claimed.
-func (r *runner) claim(now time.Time) (*claimBatch, error) {
+// claimNames records in the state which messages the session about to start claims: the whole
+// inbox batch, or, for a session re-run after its process died before it started, the batch it
+// had already claimed. The caller saves the state before claim moves anything.
+func (r *runner) claimNames() ([]string, error) {
+	if len(r.st.Claimed) > 0 {
+		return r.st.Claimed, nil
+	}
+	names, err := message.Names(r.path(inboxDir))
+	if err != nil {
+		return nil, &Error{Status: 1, Msg: "cannot read the inbox", Err: err}
+	}
+	r.st.Claimed = names
+	return names, nil
+}
+
+// claim moves the claimed batch to the archive and claims the due TODOs. Claims are terminal:
+// once archived, a message is never shown to another session, even if this one crashes.
+// Moving is idempotent: a name already in the archive stays there.
+func (r *runner) claim(now time.Time, names []string) (*claimBatch, error) {
 	b := &claimBatch{}
-	if r.st.Phase == PhaseRunning && len(r.st.Claimed) > 0 {
-		// Recovering a session that claimed its batch but never started.
-		for _, name := range r.st.Claimed {
-			if m, err := message.Read(r.path(archiveDir), name); err == nil {
-				b.msgs = append(b.msgs, m)
-			}
+	if len(names) > 0 {
+		if err := os.MkdirAll(r.path(archiveDir), 0o755); err != nil {
+			return nil, &Error{Status: 1, Err: err}
 		}
-	} else {
-		names, err := message.Names(r.path(inboxDir))
+	}
+	moved := false
+	for _, name := range names {
+		src := filepath.Join(r.path(inboxDir), name)
+		dst := filepath.Join(r.path(archiveDir), name)
+		if err := os.Rename(src, dst); err == nil {
+			moved = true
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return nil, &Error{Status: 1, Msg: "cannot claim " + name, Err: err}
+		}
+		m, err := message.Read(r.path(archiveDir), name)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // the sender took it back before the claim
+		}
 		if err != nil {
-			return nil, &Error{Status: 1, Msg: "cannot read the inbox", Err: err}
+			// An unreadable message is still answered: the reply says why it was not shown.
+			m = &message.Message{ID: strings.TrimSuffix(name, ".md"), From: "unknown", Body: fmt.Sprintf("(this message could not be read: %v)", err)}
 		}
-		if len(names) > 0 {
-			if err := os.MkdirAll(r.path(archiveDir), 0o755); err != nil {
-				return nil, &Error{Status: 1, Err: err}
-			}
-		}
-		var claimed []string
-		for _, name := range names {
-			src := filepath.Join(r.path(inboxDir), name)
-			dst := filepath.Join(r.path(archiveDir), name)
-			if err := os.Rename(src, dst); err != nil {
-				if errors.Is(err, os.ErrNotExist) {
-					continue // claimed by someone else, or removed by the sender
-				}
-				return nil, &Error{Status: 1, Msg: "cannot claim " + name, Err: err}
-			}
-			claimed = append(claimed, name)
-			m, err := message.Read(r.path(archiveDir), name)
-			if err != nil {
-				// An unreadable message is still answered: the reply says why it was not shown.
-				m = &message.Message{ID: strings.TrimSuffix(name, ".md"), From: "unknown", Body: fmt.Sprintf("(this message could not be read: %v)", err)}
-			}
-			b.msgs = append(b.msgs, m)
-		}
-		if len(claimed) > 0 {
-			_ = atomicfile.SyncDir(r.path(inboxDir))
-			_ = atomicfile.SyncDir(r.path(archiveDir))
-		}
-		r.st.Claimed = claimed
+		b.msgs = append(b.msgs, m)
+	}
+	if moved {
+		_ = atomicfile.SyncDir(r.path(inboxDir))
+		_ = atomicfile.SyncDir(r.path(archiveDir))
 	}
 	todos, err := r.claimTodos(now)
 	if err != nil {

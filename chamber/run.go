@@ -50,7 +50,7 @@ func (r *runner) printf(format string, args ...any) {
 }
 
 func (r *runner) save() error {
-	if err := r.st.Save(r.dir, r.now()); err != nil {
+	if err := r.st.Save(r.dir, r.now(), func() { r.env.checkpoint("state-temp") }); err != nil {
 		return &Error{Status: 1, Msg: "cannot save timer.json", Err: err, Hint: "check that the chamber's file system is writable and not full"}
 	}
 	return nil
@@ -182,11 +182,20 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, reason st
 	r.st.Wake = &due
 	r.st.Reason = reason
 	r.st.Holder = &Holder{PID: r.env.PID, Session: n, Since: start.UTC().Truncate(time.Second), Command: "wake"}
-	batch, err := r.claim(start)
+	// The claim is committed by saving timer.json (phase running, the claimed names); only then
+	// are the files moved, so a crash at any point leaves the batch in the inbox or the archive,
+	// and the next command hands the same batch to the same session.
+	names, err := r.claimNames()
 	if err != nil {
 		return err
 	}
 	if err := r.save(); err != nil {
+		return err
+	}
+	_ = os.Remove(r.private(WakeRequest))
+	r.env.checkpoint("claimed")
+	batch, err := r.claim(start, names)
+	if err != nil {
 		return err
 	}
 
@@ -204,6 +213,7 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, reason st
 		_ = block.End(r.now(), 2, "crashed")
 		return err
 	}
+	r.env.checkpoint("header")
 
 	parser := marker.NewParser(r.cfg.Location)
 	block.OnStdoutLine(parser.Line)
@@ -217,7 +227,9 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, reason st
 	}
 	result := parser.Result()
 	o := classify(res, result, r.cfg.SessionTimeout.D)
-	o.start, o.end = start, r.now()
+	// Whole seconds, as the log records them: a recovery that re-reads the block then derives
+	// the same reply and notice names, and writes each once.
+	o.start, o.end = start.UTC().Truncate(time.Second), r.now().UTC().Truncate(time.Second)
 	if o.detail != "" {
 		_ = block.Note(o.detail)
 	}
@@ -226,6 +238,7 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, reason st
 		// session as crashed. Say so now too.
 		r.printf("warning: cannot close session %d in the log: %v", n, err)
 	}
+	r.env.checkpoint("ended")
 	r.printf("session %d: %s", n, describe(o, result))
 	if cmdErr != nil {
 		rep := validate.New(r.out)
@@ -505,12 +518,13 @@ func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outco
 	if err := r.arm(ctx, rep, *v.next); err != nil {
 		return r.refuse(ctx, n, rep, o)
 	}
+	r.env.checkpoint("armed")
 	r.hostChecks(rep)
 	if rep.Failed() {
 		return r.refuse(ctx, n, rep, o)
 	}
 	if r.cancelRequested() {
-		return r.honourCancel(ctx)
+		return r.honourCancel(ctx, n, o)
 	}
 
 	r.st.Phase = PhaseArmed
@@ -637,6 +651,9 @@ func (r *runner) hostChecks(rep *validate.Report) {
 
 // complete ends the plan: no WAKE and nothing pending.
 func (r *runner) complete(ctx context.Context, n int, m *marker.Result, o outcome, rep *validate.Report) error {
+	if r.cancelRequested() {
+		return r.honourCancel(ctx, n, o)
+	}
 	rep.Add(4, validate.Skip, "plan complete: no timer to arm")
 	rep.Add(5, validate.Skip, "plan complete")
 	rep.Add(6, validate.Skip, "plan complete")
@@ -671,6 +688,11 @@ func (r *runner) complete(ctx context.Context, n int, m *marker.Result, o outcom
 
 // refuse is a validation refusal: nothing stays armed, the alerts go out, exit 1.
 func (r *runner) refuse(ctx context.Context, n int, rep *validate.Report, o outcome) error {
+	if r.cancelRequested() {
+		// A cancel that raced this session (it may have removed the timer between our arming and
+		// the read-back) wins: the operator asked for nothing to run, so nothing is an error.
+		return r.honourCancel(ctx, n, o)
+	}
 	rep.Finish()
 	rep.OK = false
 	if err := r.disarmAll(ctx); err != nil {
@@ -702,6 +724,9 @@ func (r *runner) refuse(ctx context.Context, n int, rep *validate.Report, o outc
 // retry handles a session that failed without a valid answer: re-arm at +5m, +15m, +60m, then
 // give up with alerts.
 func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) error {
+	if r.cancelRequested() {
+		return r.honourCancel(ctx, n, o)
+	}
 	now := r.now()
 	r.st.Retries++
 	max := *r.cfg.MaxRetries
@@ -753,7 +778,7 @@ func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) 
 		return err
 	}
 	r.printf("session %d failed (%s); retry %d of %d at %s (%s)", n, o.reason, r.st.Retries, max, t.In(r.cfg.Location).Format(time.RFC3339), Relative(t, now))
-	r.notice(n, o.reason, fmt.Sprintf("Session %d failed (%s): %s.\nRetry %d of %d at %s. No one was alerted yet: alerts go out when the retries are used up.\n",
+	r.notice(n, o.end, o.reason, fmt.Sprintf("Session %d failed (%s): %s.\nRetry %d of %d at %s. No one was alerted yet: alerts go out when the retries are used up.\n",
 		n, o.reason, o.detail, r.st.Retries, max, t.Format(time.RFC3339)))
 	return &Error{Status: 1, Msg: fmt.Sprintf("session %d failed (%s); retry %d of %d armed at %s", n, o.reason, r.st.Retries, max, t.Format(time.RFC3339)),
 		Hint: "see `cryochamber log --session " + fmt.Sprint(n) + "`"}

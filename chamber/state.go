@@ -156,12 +156,13 @@ func (s *State) check() error {
 }
 
 // Save writes the state atomically (temp file, fsync, rename, fsync the directory), mode 0600.
-func (s *State) Save(dir string, now time.Time) error {
+// beforeRename, if set, runs between the synced temp file and the rename (crash tests).
+func (s *State) Save(dir string, now time.Time, beforeRename func()) error {
 	s.Version = stateVersion
 	s.Updated = now.UTC().Truncate(time.Second)
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(filepath.Join(dir, StateFile), append(data, '\n'), 0o600)
+	return atomicfile.WriteHook(filepath.Join(dir, StateFile), append(data, '\n'), 0o600, beforeRename)
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/atomicfile"
 	"github.com/cryochamber/cryochamber/marker"
 	"github.com/cryochamber/cryochamber/sessionlog"
 	"github.com/cryochamber/cryochamber/timer"
@@ -50,7 +51,6 @@ func Wake(ctx context.Context, env *Env, opts WakeOptions) error {
 		}
 		return nil
 	}
-	_ = os.Remove(r.private(WakeRequest))
 	if reason == "inbox" {
 		r.settleInbox(ctx)
 	}
@@ -91,6 +91,8 @@ func acquire(dir string, env *Env, command string) (r *runner, done bool, err er
 		st = st2
 	}
 	r = &runner{env: env, dir: dir, cfg: cfg, st: st, lock: lock, out: env.Stdout}
+	atomicfile.RemoveStale(dir, StateFile)
+	atomicfile.RemoveStale(dir, TodoFile)
 	if h := st.Holder; h != nil && h.PID != env.PID {
 		r.printf("warning: took over the lock from pid %d (session %d, %s since %s), which died holding it",
 			h.PID, h.Session, h.Command, h.Since.Format(time.RFC3339))
@@ -512,20 +514,40 @@ func Cancel(ctx context.Context, env *Env, opts CancelOptions) error {
 	if st.ID == "" {
 		st.ID = timer.ID(dir)
 	}
-	if err := r.disarmAll(ctx); err != nil {
-		if r.be != nil {
-			r.be.Close()
+	// A wake arming at this very moment can replace our stop jobs with its own (systemd answers
+	// "job canceled"): try again a few times. The tombstone makes that wake disarm in any case.
+	var disarmErr error
+	for attempt := 0; attempt < 4; attempt++ {
+		if disarmErr = r.disarmAll(ctx); disarmErr == nil {
+			break
 		}
-		return &Error{Status: 1, Msg: "could not remove every timer", Err: err, Hint: backendHint(cfg.Backend)}
+		time.Sleep(time.Duration(100<<attempt) * time.Millisecond)
 	}
 	lock, err := TryLock(dir)
 	if errors.Is(err, ErrLocked) {
-		r.be.Close()
-		fmt.Fprintf(env.Stdout, "timers removed; %s\nit will finish and not re-arm; the log is kept\n", holderMessage(dir, env.Now()))
+		if r.be != nil {
+			r.be.Close()
+		}
+		msg := "timers removed"
+		if disarmErr != nil {
+			msg = "the running session will remove the timers it arms (" + disarmErr.Error() + ")"
+		}
+		fmt.Fprintf(env.Stdout, "%s; %s\nit will finish and not re-arm; the log is kept\n", msg, holderMessage(dir, env.Now()))
 		return nil
 	}
+	if disarmErr != nil {
+		if r.be != nil {
+			r.be.Close()
+		}
+		if lock != nil {
+			lock.Unlock()
+		}
+		return &Error{Status: 1, Msg: "could not remove every timer", Err: disarmErr, Hint: backendHint(cfg.Backend)}
+	}
 	if err != nil {
-		r.be.Close()
+		if r.be != nil {
+			r.be.Close()
+		}
 		return &Error{Status: 1, Err: err}
 	}
 	r.lock = lock
@@ -591,19 +613,24 @@ func (r *runner) cancelRequested() bool {
 	return err == nil
 }
 
-// honourCancel is a session that finished after a cancel: remove what it armed.
-func (r *runner) honourCancel(ctx context.Context) error {
+// honourCancel is a session that finished after a cancel: remove what it armed, answer what it
+// claimed, and end cancelled.
+func (r *runner) honourCancel(ctx context.Context, n int, o outcome) error {
 	if err := r.disarmAll(ctx); err != nil {
+		r.printf("warning: %v", err)
+	}
+	if err := r.finishClaims(ctx, n, nil, o); err != nil {
 		r.printf("warning: %v", err)
 	}
 	r.st.Phase = PhaseCancelled
 	r.st.Wake = nil
 	r.st.Holder = nil
 	r.st.Claimed = nil
+	r.st.Last = &Outcome{Session: n, Exit: o.exit, Summary: "cancelled during the session", Reason: o.reason, Start: o.start.UTC(), End: o.end.UTC()}
 	if err := r.save(); err != nil {
 		return err
 	}
-	r.printf("the chamber was cancelled during the session: nothing armed")
+	r.printf("the chamber was cancelled during session %d: nothing armed", n)
 	return nil
 }
 

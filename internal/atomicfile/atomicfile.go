@@ -14,6 +14,12 @@ import (
 
 // Write replaces path with data, with the given permission bits.
 func Write(path string, data []byte, perm os.FileMode) error {
+	return WriteHook(path, data, perm, nil)
+}
+
+// WriteHook is Write with a hook called after the temporary file is written and synced and
+// before it is renamed over path: the crash tests kill the process there.
+func WriteHook(path string, data []byte, perm os.FileMode, beforeRename func()) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -41,6 +47,9 @@ func Write(path string, data []byte, perm os.FileMode) error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	if beforeRename != nil {
+		beforeRename()
+	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -59,4 +68,13 @@ func SyncDir(dir string) error {
 		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// RemoveStale removes temporary files that Write left in dir for name when its process died
+// between creating and renaming them. Only the lock holder may call it.
+func RemoveStale(dir, name string) {
+	matches, _ := filepath.Glob(filepath.Join(dir, "."+name+".tmp-*"))
+	for _, m := range matches {
+		_ = os.Remove(m)
+	}
 }

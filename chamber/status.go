@@ -348,6 +348,14 @@ func Validate(ctx context.Context, env *Env, opts ValidateOptions, print io.Writ
 		for _, s := range []int{4, 5, 6} {
 			rep.Add(s, validate.Skip, "plan complete: no timer should be armed")
 		}
+	case st.Phase == PhaseFailed || st.Phase == PhaseCancelled:
+		why := string(st.Phase)
+		if st.Last != nil && st.Last.Reason != "" {
+			why += " (" + st.Last.Reason + " in session " + fmt.Sprint(st.Last.Session) + ")"
+		}
+		for _, s := range []int{4, 5, 6} {
+			rep.Add(s, validate.Skip, "the chamber is %s: no timer should be armed", why)
+		}
 	default:
 		r.checkArmed(ctx, rep)
 	}
@@ -379,8 +387,10 @@ func (r *runner) checkArmed(ctx context.Context, rep *validate.Report) {
 			rep.Add(5, validate.Pass, "%s reports %s", be.Name(), got.UTC().Format(time.RFC3339))
 		}
 	}
-	if _, ok, err := be.Next(ctx, r.st.ID, timer.Fallback); err != nil || !ok {
-		rep.Add(6, validate.Warn, "no dead-man timer armed (%v)", err)
+	if _, ok, err := be.Next(ctx, r.st.ID, timer.Fallback); err != nil {
+		rep.Add(6, validate.Warn, "cannot read the dead-man timer: %v", err)
+	} else if !ok {
+		rep.Add(6, validate.Warn, "no dead-man timer armed")
 	} else {
 		rep.Add(6, validate.Pass, "dead-man timer armed")
 	}

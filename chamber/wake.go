@@ -451,7 +451,7 @@ func (r *runner) captureEnv() (missing []string, err error) {
 	}
 	data, err := timer.FormatEnvFile(vars)
 	if err != nil {
-		return nil, usageErr("remove the newline from that variable, or leave it out of agent_env", "cannot capture the environment: %v", err)
+		return nil, usageErr("remove the newline or other control character (a tab included) from that variable, or leave it out of agent_env", "cannot capture the environment: %v", err)
 	}
 	if err := writePrivate(r.private(EnvFileName), data); err != nil {
 		return nil, &Error{Status: 1, Err: err}

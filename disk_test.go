@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cryochamber/cryochamber/timer/systemdtest"
+)
+
+// diskScript runs the trials inside a private mount namespace: the chamber lives on a small
+// tmpfs, and the log can be bound read-only. Each step's exit status and output go to $OUT,
+// which is outside the namespace.
+const diskScript = `
+set -u
+step() { name=$1; shift; "$@" > "$OUT/$name.out" 2>&1; echo $? > "$OUT/$name.code"; }
+snapshot() { cp "$MNT/timer.json" "$OUT/$1.timer.json" 2>/dev/null; cp "$MNT/cryo.log" "$OUT/$1.cryo.log" 2>/dev/null; ls "$MNT/messages/inbox" | grep '\.md$' > "$OUT/$1.inbox"; ls "$MNT/messages/inbox/archive" > "$OUT/$1.archive"; ls "$MNT/messages/outbox" > "$OUT/$1.outbox"; }
+mount -t tmpfs -o size=8m tmpfs "$MNT" || exit 90
+cp -a "$SRC/." "$MNT/" || exit 91
+cd "$MNT"
+
+# 1. Low disk: min_free_disk is above what the tmpfs has: step 8 warns, the chamber hibernates.
+step start "$BIN" start "$MNT/plan.md"
+snapshot start
+
+# 2. A full disk: every write fails with ENOSPC. The sender is told; a wake fails loudly; the
+#    state, the log and the timers are as they were.
+dd if=/dev/zero of="$MNT/filler" bs=64k >/dev/null 2>&1
+step send-full "$BIN" send --dir "$MNT" "while full"
+step wake-full "$BIN" wake --dir "$MNT" --now
+snapshot full
+step validate-full "$BIN" validate --dir "$MNT"
+rm -f "$MNT/filler"
+
+# 3. With space again, a message waits and a wake works.
+step send "$BIN" send --dir "$MNT" "after the disk was freed"
+step wake-ok "$BIN" wake --dir "$MNT" --now
+snapshot ok
+
+# 4. A read-only log: the next session refuses (step 7), removes its timers, answers the
+#    message it claimed, and the log keeps every byte it had.
+step send2 "$BIN" send --dir "$MNT" "before the log went read-only"
+mount --bind "$MNT/cryo.log" "$MNT/cryo.log" && mount -o remount,bind,ro "$MNT/cryo.log" || exit 92
+step wake-ro "$BIN" wake --dir "$MNT" --now
+snapshot ro
+step validate-ro "$BIN" validate --dir "$MNT"
+umount "$MNT/cryo.log"
+step cancel "$BIN" cancel --dir "$MNT"
+exit 0
+`
+
+func TestDiskTrouble(t *testing.T) {
+	m := systemdtest.Start(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("needs unshare(1)")
+	}
+	work := t.TempDir()
+	src := filepath.Join(work, "src")
+	mnt := filepath.Join(work, "mnt")
+	out := filepath.Join(work, "out")
+	for _, d := range []string{src, mnt, out} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agent := `#!/bin/sh
+echo "[CRYO:EXIT 0] ok"
+echo "[CRYO:WAKE +1h]"
+case "$*" in *"Messages claimed"*) echo '[CRYO:REPLY "got it"]';; esac
+`
+	for name, data := range map[string]string{
+		"plan.md":   "x\n",
+		"cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\nmin_free_disk = \"1GiB\"\n",
+		"agent.sh":  agent,
+	} {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(data), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "unshare", "-m", "sh", "-c", diskScript)
+	cmd.Env = managerEnv(m, "BIN="+binPath, "SRC="+src, "MNT="+mnt, "OUT="+out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the trial script failed: %v\n%s", err, b)
+	}
+	read := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(out, name))
+		return string(b)
+	}
+	expect := func(step, code string, wants ...string) {
+		t.Helper()
+		if got := strings.TrimSpace(read(step + ".code")); got != code {
+			t.Errorf("%s exited %s, want %s:\n%s", step, got, code, read(step+".out"))
+		}
+		for _, w := range wants {
+			if !strings.Contains(read(step+".out"), w) {
+				t.Errorf("%s output lacks %q:\n%s", step, w, read(step+".out"))
+			}
+		}
+	}
+	// 1. Low disk warns, and hibernates.
+	expect("start", "0", "WARN  ", "below min_free_disk 1.0 GiB", "hibernating: session 2")
+	// 2. Full disk: loud failures, nothing changed.
+	expect("send-full", "2", "cryochamber: cannot write the message", "no space left on device")
+	expect("wake-full", "1", "cryochamber: cannot save timer.json", "no space left on device")
+	if read("start.timer.json") != read("full.timer.json") {
+		t.Error("timer.json changed while the disk was full")
+	}
+	if read("start.cryo.log") != read("full.cryo.log") {
+		t.Error("cryo.log changed while the disk was full")
+	}
+	expect("validate-full", "0", "ok: may hibernate")
+	// 3. Space again: the message is claimed and answered.
+	expect("send", "0")
+	expect("wake-ok", "0", "session 2: EXIT 0")
+	if strings.TrimSpace(read("ok.inbox")) != "" || !strings.Contains(read("ok.archive"), ".md") {
+		t.Errorf("after the wake the inbox holds %q, the archive %q", read("ok.inbox"), read("ok.archive"))
+	}
+	// 4. Read-only log: step 7 refuses, nothing stays armed, the message is answered, the log is
+	//    byte for byte what it was.
+	expect("wake-ro", "1", "step 7 log writable", "FAIL", "refused to hibernate")
+	if read("ok.cryo.log") != read("ro.cryo.log") {
+		t.Error("the read-only log changed")
+	}
+	if !strings.Contains(read("ro.timer.json"), `"phase": "failed"`) {
+		t.Errorf("timer.json after the refusal:\n%s", read("ro.timer.json"))
+	}
+	if n := len(strings.Fields(read("ro.outbox"))) - len(strings.Fields(read("ok.outbox"))); n < 2 {
+		t.Errorf("want a reply and an alert in the outbox, got %d new files:\n%s", n, read("ro.outbox"))
+	}
+	expect("validate-ro", "1", "the chamber is failed (log in session 3)", "read-only file system")
+	expect("cancel", "0")
+	if units, _ := filepath.Glob(filepath.Join(m.UnitDir, "cryo-*")); len(units) != 0 {
+		t.Errorf("units left: %v", units)
+	}
+}

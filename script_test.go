@@ -493,6 +493,11 @@ func (s *scriptState) exec(line string) bool {
 		if err != nil || pid <= 0 {
 			s.fatalf("bad pid in %s", args[1])
 		}
+		// A killed process disappears once its parent reaps it: allow a few seconds.
+		deadline := time.Now().Add(5 * time.Second)
+		for processLives(pid) != neg && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
 		check(!processLives(pid), fmt.Sprintf("process %d (from %s) is gone", pid, args[1]))
 	case "json":
 		need(3)

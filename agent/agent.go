@@ -45,13 +45,36 @@ type Spec struct {
 // Presets returns the built-in agents, keyed by name. Each call returns a fresh map, so a
 // caller may merge cryo.toml's [agents.NAME] tables into it.
 //
-// All three CLIs read the prompt from stdin when it is piped and closed; passing it there keeps
-// long prompts clear of the argv limit.
+// Each preset was run against the real CLI (Claude Code 2.1.330, Codex CLI 0.169.0, opencode
+// 1.18.33; see docs/AGENTS.md). What they share:
+//   - The prompt goes on stdin, which is then closed: all three read a piped prompt to its end
+//     (one argv word is capped at 128 KiB on Linux), and an open stdin makes codex and opencode
+//     wait forever.
+//   - Each prints only its final message on stdout. Progress, tool activity and errors go to
+//     stderr (Claude prints its API errors on stdout); Codex also echoes the whole prompt, marker
+//     examples included, to stderr. That is why markers are read from stdout only.
+//   - Unattended, nobody answers a permission prompt, so each preset grants what the protocol
+//     needs and no more: editing files in the chamber (NOTES.md). cryo.toml's
+//     `[agents.NAME] args` come after the preset's words, and for each of these flags a later
+//     one wins, so args can widen or narrow it.
+//
+// Per CLI:
+//   - opencode: `opencode run`. Its default permissions already allow edits and commands in
+//     the working directory (outside it they are refused). `--title` spares a second model
+//     request per session that would only name the session.
+//   - claude: `claude -p --output-format text`. Without a permission mode, -p refuses every file
+//     edit ("you haven't granted it yet"); `--permission-mode acceptEdits` lets it edit files in
+//     the chamber and run simple file commands there, and still refuses other commands.
+//   - codex: `codex exec --skip-git-repo-check` (a chamber need not be a git repository). exec
+//     never asks for approval, and its default sandbox is read-only, so `-c
+//     sandbox_mode="workspace-write"` lets it write in the chamber (and /tmp) without network.
+//     It is a -c override rather than `--sandbox`, which codex refuses to take twice: args
+//     may still say `--sandbox danger-full-access`.
 func Presets() map[string]Spec {
 	return map[string]Spec{
-		"opencode": {Name: "opencode", Command: []string{"opencode", "run"}, Stdin: true},
-		"claude":   {Name: "claude", Command: []string{"claude", "-p", "--output-format", "text"}, Stdin: true},
-		"codex":    {Name: "codex", Command: []string{"codex", "exec", "--skip-git-repo-check"}, Stdin: true},
+		"opencode": {Name: "opencode", Command: []string{"opencode", "run", "--title", "cryochamber"}, Stdin: true},
+		"claude":   {Name: "claude", Command: []string{"claude", "-p", "--output-format", "text", "--permission-mode", "acceptEdits"}, Stdin: true},
+		"codex":    {Name: "codex", Command: []string{"codex", "exec", "--skip-git-repo-check", "-c", `sandbox_mode="workspace-write"`}, Stdin: true},
 	}
 }
 

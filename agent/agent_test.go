@@ -8,9 +8,9 @@ import (
 
 func TestPresets(t *testing.T) {
 	want := map[string][]string{
-		"opencode": {"opencode", "run"},
-		"claude":   {"claude", "-p", "--output-format", "text"},
-		"codex":    {"codex", "exec", "--skip-git-repo-check"},
+		"opencode": {"opencode", "run", "--title", "cryochamber"},
+		"claude":   {"claude", "-p", "--output-format", "text", "--permission-mode", "acceptEdits"},
+		"codex":    {"codex", "exec", "--skip-git-repo-check", "-c", `sandbox_mode="workspace-write"`},
 	}
 	p := Presets()
 	if len(p) != len(want) {
@@ -56,7 +56,7 @@ func TestInvocation(t *testing.T) {
 			spec:      Presets()["opencode"],
 			prompt:    "do it",
 			base:      []string{"PATH=/bin"},
-			wantArgv:  []string{"opencode", "run"},
+			wantArgv:  []string{"opencode", "run", "--title", "cryochamber"},
 			wantStdin: ptr("do it"),
 			wantEnv:   append([]string{"PATH=/bin"}, cryo...),
 		},

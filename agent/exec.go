@@ -95,6 +95,11 @@ func Exec(ctx context.Context, r Run) Result {
 	if env == nil {
 		env = []string{} // nil would make os/exec hand over our own environment
 	}
+	if r.Dir != "" {
+		// Some agents (opencode) take their project from $PWD, not from their working
+		// directory; os/exec does not set it when Env is given, so a stale one would leak in.
+		env = dedupEnv(append(append([]string(nil), env...), "PWD="+r.Dir))
+	}
 	cmd := &exec.Cmd{
 		Path:        path,
 		Args:        r.Argv,

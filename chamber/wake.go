@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cryochamber/cryochamber/agent"
 	"github.com/cryochamber/cryochamber/internal/atomicfile"
 	"github.com/cryochamber/cryochamber/marker"
 	"github.com/cryochamber/cryochamber/sessionlog"
@@ -370,8 +371,14 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 	for _, k := range missing {
 		r.printf("warning: agent_env names %s, which is not set in this environment: the agent will not get it", k)
 	}
-	path := r.capturedPath()
-	if _, err := LookPath(cmd.Program(), dir, path); err != nil {
+	// Check the agent the way session 1 will run it: on the captured PATH, headless, answering
+	// --version (for the known CLIs), so that a missing install or login is said now.
+	agentEnv := withoutVars(mergeEnv(env.Environ, r.capturedEnv()), cfg.secretNames())
+	if err := agent.Check(ctx, *cmd.Agent, agentEnv, dir); err != nil {
+		var ce *agent.CheckError
+		if errors.As(err, &ce) {
+			return usageErr(ce.Hint, "agent %q cannot run: %v", cmd.Line, ce)
+		}
 		return usageErr(agentHint(cmd), "agent %q cannot run: %v", cmd.Line, err)
 	}
 	be, err := r.backend(ctx)

@@ -20,6 +20,9 @@ const (
 	rawFlush = 64 << 10
 	// batchMax bounds the lines gathered into one write(2).
 	batchMax = 64 << 10
+	// fastLine is the longest line wholeLine takes (most agent lines are far shorter); its
+	// sanitized form (at most 3 bytes a byte) is far below MaxText and fits one batch.
+	fastLine = 4096
 )
 
 // ErrClosed is returned by a Block's methods after End.
@@ -230,6 +233,13 @@ func (s *stream) Write(p []byte) (int, error) {
 	}
 	n := len(p)
 	for len(p) > 0 && b.err == nil {
+		if !s.partial {
+			if i := bytes.IndexByte(p[:min(len(p), fastLine+1)], '\n'); i >= 0 {
+				s.wholeLine(p[:i])
+				p = p[i+1:]
+				continue
+			}
+		}
 		i := bytes.IndexByte(p, '\n')
 		seg := p
 		if i >= 0 {
@@ -256,6 +266,28 @@ func (s *stream) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return n, nil
+}
+
+// wholeLine writes a line that arrived whole in one Write (nothing of it held from an earlier
+// one) and is at most fastLine bytes: sanitized straight into the batch, without the staging
+// copies the general path needs for partial and long lines. The result is the same: a short
+// whole line is one piece, sanitized at once.
+func (s *stream) wholeLine(line []byte) {
+	b := s.b
+	line = bytes.TrimSuffix(line, []byte{'\r'})
+	// A byte sanitizes to at most 3 (U+FFFD), so the line fits the batch after this.
+	if len(b.batch)+2+3*len(line)+1 > batchMax && b.flush() != nil {
+		return
+	}
+	start := len(b.batch)
+	b.batch = append(b.batch, s.prefix, ' ')
+	b.batch, _ = sanitizeAppend(b.batch, line, false)
+	end := len(b.batch)
+	b.batch = append(b.batch, '\n')
+	b.lines++
+	if s.prefix == '|' && b.onStdout != nil {
+		b.onStdout(b.lines, string(b.batch[start+2:end]))
+	}
 }
 
 // sanitizeRaw moves raw bytes into san; with hold, it keeps back what the next bytes could

@@ -5,6 +5,7 @@ package timer
 // ever talks to the user manager of the calling user, never to the system manager.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -165,16 +166,83 @@ func (b *systemdBackend) Close() error {
 
 func (b *systemdBackend) unitPath(name string) string { return filepath.Join(b.o.UnitDir, name) }
 
-// writeUnit writes one unit file atomically, world-readable like every unit file.
-func (b *systemdBackend) writeUnit(name string, opts []*unit.UnitOption) error {
+// writeUnit writes one unit file atomically, world-readable like every unit file. It leaves a
+// file that already holds exactly this content alone (no write, no fsync), and reports whether
+// it wrote.
+func (b *systemdBackend) writeUnit(name string, opts []*unit.UnitOption) (bool, error) {
 	data, err := serializeUnit(opts)
 	if err != nil {
-		return fmt.Errorf("render %s: %w", name, err)
+		return false, fmt.Errorf("render %s: %w", name, err)
+	}
+	if old, err := readUnitFile(b.unitPath(name)); err == nil && bytes.Equal(old, data) {
+		return false, nil
 	}
 	if err := os.MkdirAll(b.o.UnitDir, 0o755); err != nil {
-		return fmt.Errorf("create unit directory: %w", err)
+		return false, fmt.Errorf("create unit directory: %w", err)
 	}
-	return atomicfile.Write(b.unitPath(name), data, 0o644)
+	return true, atomicfile.Write(b.unitPath(name), data, 0o644)
+}
+
+// readUnitFile reads a unit file of at most maxUnitFile bytes.
+func readUnitFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxUnitFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxUnitFile {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxUnitFile)
+	}
+	return data, nil
+}
+
+// wantedBy lists the targets of the [Install] section's WantedBy= in opts.
+func wantedBy(opts []*unit.UnitOption) []string {
+	var out []string
+	for _, o := range opts {
+		if o.Section == "Install" && o.Name == "WantedBy" {
+			out = append(out, strings.Fields(o.Value)...)
+		}
+	}
+	return out
+}
+
+// enabled reports whether every link that enabling the unit would create is already in place:
+// <target>.wants/<name> in the unit directory, pointing at the unit file. Then EnableUnitFiles
+// would change nothing.
+func (b *systemdBackend) enabled(name string, opts []*unit.UnitOption) bool {
+	targets := wantedBy(opts)
+	if len(targets) == 0 {
+		return false
+	}
+	for _, t := range targets {
+		dest, err := os.Readlink(filepath.Join(b.o.UnitDir, t+".wants", name))
+		if err != nil || dest != b.unitPath(name) {
+			return false
+		}
+	}
+	return true
+}
+
+// settled reports whether the manager runs the unit as its file on disk describes it, started
+// and waiting for its next event: loaded, no daemon-reload pending for it, active, waiting. Any
+// doubt (an error, another state) is false.
+func (b *systemdBackend) settled(ctx context.Context, name string) bool {
+	want := []struct {
+		prop string
+		val  any
+	}{{"LoadState", "loaded"}, {"NeedDaemonReload", false}, {"ActiveState", "active"}, {"SubState", "waiting"}}
+	for _, w := range want {
+		p, err := b.conn.GetUnitPropertyContext(ctx, name, w.prop)
+		if err != nil || p.Value.Value() != w.val {
+			return false
+		}
+	}
+	return true
 }
 
 // removeUnit removes one unit file; a missing file is not an error.
@@ -214,25 +282,42 @@ func (b *systemdBackend) runJob(ctx context.Context, what, name string,
 // install writes units, enables the one that has an [Install] section, reloads the manager and
 // (re)starts that unit. The units it depends on are written first and the enabled one last,
 // so the manager never sees a timer or watcher without its service.
+//
+// A reload is the expensive step of a wake: the manager reruns every generator and rereads
+// every unit file (tens of milliseconds, see docs/BENCHMARKS.md). So install skips what would
+// change nothing: files that already hold the content, EnableUnitFiles when the links are in
+// place, and, when no file changed and the manager already runs the unit as it is on disk, the
+// reload and the restart too (the inbox watcher of every wake is such an unchanged unit).
 func (b *systemdBackend) install(ctx context.Context, deps map[string][]*unit.UnitOption, name string, opts []*unit.UnitOption) error {
 	depNames := make([]string, 0, len(deps))
 	for n := range deps {
 		depNames = append(depNames, n)
 	}
 	sort.Strings(depNames)
+	changed := false
 	for _, n := range depNames {
-		if err := b.writeUnit(n, deps[n]); err != nil {
+		wrote, err := b.writeUnit(n, deps[n])
+		if err != nil {
 			return err
 		}
+		changed = changed || wrote
 	}
-	if err := b.writeUnit(name, opts); err != nil {
+	wrote, err := b.writeUnit(name, opts)
+	if err != nil {
 		return err
+	}
+	changed = changed || wrote
+	enabled := b.enabled(name, opts)
+	if !changed && enabled && b.settled(ctx, name) {
+		return nil
 	}
 	// Enabled by name, which the manager looks up in its own unit search path. (A full path
 	// would also be accepted, but one the manager spells differently, through a symlink for
 	// example, would make it link the file onto itself.) force replaces a stale link.
-	if _, _, err := b.conn.EnableUnitFilesContext(ctx, []string{name}, false, true); err != nil {
-		return fmt.Errorf("enable %s: %w (is %s the user manager's unit directory?)", name, err, b.o.UnitDir)
+	if !enabled {
+		if _, _, err := b.conn.EnableUnitFilesContext(ctx, []string{name}, false, true); err != nil {
+			return fmt.Errorf("enable %s: %w (is %s the user manager's unit directory?)", name, err, b.o.UnitDir)
+		}
 	}
 	if err := b.conn.ReloadContext(ctx); err != nil {
 		return fmt.Errorf("reload the user manager: %w", err)

@@ -1,0 +1,119 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cryochamber/cryochamber/timer/systemdtest"
+)
+
+// outputSize is what the agent prints: 500 MB with -cryo.full, 20 MB without.
+func outputSize() int64 {
+	if *full {
+		return 500_000_000
+	}
+	return 20_000_000
+}
+
+// writeOutput writes size bytes of agent-like output to path: lines of 10 to 200 bytes of
+// words (some of them UTF-8), a few with a tab, made from a 1 MiB pattern repeated.
+func writeOutput(tb testing.TB, path string, size int64) {
+	tb.Helper()
+	rng := rand.New(rand.NewPCG(3, 4))
+	var pat []byte
+	for len(pat) < 1<<20 {
+		line := 0
+		for target := 10 + rng.IntN(190); line < target; {
+			w := words[rng.IntN(len(words))]
+			pat = append(pat, w...)
+			pat = append(pat, ' ')
+			line += len(w) + 1
+		}
+		if rng.IntN(10) == 0 {
+			pat = append(pat, '\t', 'x')
+		}
+		pat = append(pat, '\n')
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	for left := size; left > 0; {
+		k := min(left, int64(len(pat)))
+		if _, err := w.Write(pat[:k]); err != nil {
+			tb.Fatal(err)
+		}
+		left -= k
+	}
+	if err := w.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// BenchmarkAgentOutput runs a wake whose agent prints outputSize() bytes (cat of a generated
+// file, then its markers) and compares it, in the same run, with cat of the same bytes into a
+// file. Every variant ends with the file fsynced, as the END line of a session is.
+func BenchmarkAgentOutput(b *testing.B) {
+	needBinary(b)
+	m := systemdtest.Start(b)
+	env := managerEnv(m)
+	root := b.TempDir()
+	data := filepath.Join(root, "output.txt")
+	size := outputSize()
+	writeOutput(b, data, size)
+	dir := filepath.Join(root, "chamber")
+	agent := fmt.Sprintf("#!/bin/sh\ncat %s\necho \"[CRYO:EXIT 0] printed %d bytes\"\necho \"[CRYO:WAKE +$((1440 + CRYO_SESSION))m]\"\n", shQuote(data), size)
+	chamber(b, dir, agent, "watch_inbox = false\n")
+	mustRun(b, env, dir, bin, "start", filepath.Join(dir, "plan.md"))
+	logPath := filepath.Join(dir, "cryo.log")
+	out := filepath.Join(root, "cat.out")
+
+	var cat, pipe, wake []time.Duration
+	var peak int64
+	n := reps(b, 3)
+	for i := 0; i < n; i++ {
+		// The same bytes into a file, by cat alone and through a pipe (as an agent's output
+		// reaches cryochamber), each then fsynced.
+		cat = append(cat, mustRun(b, nil, root, "/bin/sh", "-c", `cat "$1" > "$2" && sync "$2"`, "sh", data, out).wall)
+		os.Remove(out)
+		pipe = append(pipe, mustRun(b, nil, root, "/bin/sh", "-c", `cat "$1" | cat > "$2" && sync "$2"`, "sh", data, out).wall)
+		os.Remove(out)
+		// The log is removed between runs so that the disk holds one copy at a time; a missing
+		// log is a fresh one to cryochamber.
+		os.Remove(logPath)
+		p := mustRunRSS(b, env, dir, bin, "wake", "--now", "--dir", dir)
+		wake = append(wake, p.wall)
+		peak = max(peak, p.maxRSS)
+		if !strings.Contains(p.out, "EXIT 0 printed") {
+			b.Fatalf("the wake did not read the agent's EXIT after its output:\n%s", p.out)
+		}
+	}
+	fi, err := os.Stat(logPath)
+	if err != nil || fi.Size() < size {
+		b.Fatalf("cryo.log holds %v bytes after the wake, want more than %d (%v)", fi.Size(), size, err)
+	}
+	rate := func(d time.Duration) float64 { return float64(size) / d.Seconds() / 1e6 }
+	mc, mp, mw := median(cat), median(pipe), median(wake)
+	what := fmt.Sprintf("%d MB of output", size/1_000_000)
+	record(groupOutput, "baseline: `cat FILE > OUT` + fsync", what, fmt.Sprintf("%s, %.0f MB/s (median of %d)", ms(mc), rate(mc), n), "", nil)
+	record(groupOutput, "baseline: `cat FILE` piped into `cat > OUT`, + fsync", what, fmt.Sprintf("%s, %.0f MB/s (median of %d)", ms(mp), rate(mp), n), "", nil)
+	ratio := float64(mc) / float64(mw)
+	record(groupOutput, "`cryochamber wake` whose agent is `cat FILE` (lines prefixed, sanitized, parsed; fsynced)", what,
+		fmt.Sprintf("%s, %.0f MB/s = %.2fx of cat, %.2fx of the piped cat (median of %d)", ms(mw), rate(mw), ratio, float64(mp)/float64(mw), n),
+		"close to cat (taken as ≥ 0.8x)", ok(ratio >= 0.8))
+	record(groupOutput, "`cryochamber wake` peak RSS while its agent prints", what, mib(peak), "< 32 MiB", ok(peak < rssTarget))
+	b.ReportMetric(rate(mw), "MB/s")
+}
+
+// shQuote quotes s for sh.
+func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

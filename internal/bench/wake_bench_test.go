@@ -1,0 +1,345 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cryochamber/cryochamber/timer/systemdtest"
+)
+
+// BenchmarkWake runs whole `cryochamber wake --now` processes against a private user manager.
+// The agent prints its markers and exits at once, so what is measured is cryochamber's own
+// cost: start, load, log (with fsync), agent, validate, arm both timers over D-Bus, read them
+// back, save. It also times `cryochamber --version` (process start alone), and traces a few
+// wakes with strace to show where the time goes.
+func BenchmarkWake(b *testing.B) {
+	needBinary(b)
+	m := systemdtest.Start(b)
+	env := managerEnv(m)
+	root := b.TempDir()
+	dir := filepath.Join(root, "chamber")
+	chamber(b, dir, quickAgent, "")
+	mustRun(b, env, dir, bin, "start", filepath.Join(dir, "plan.md"))
+	// The same wake without the inbox watcher (watch_inbox = false): what the watcher costs.
+	quiet := filepath.Join(root, "no-watch")
+	chamber(b, quiet, quickAgent, "watch_inbox = false\n")
+	mustRun(b, env, quiet, bin, "start", filepath.Join(quiet, "plan.md"))
+
+	n := reps(b, 31)
+	var walls, noWatch, version []time.Duration
+	b.ResetTimer()
+	for i := 0; i < n; i++ {
+		walls = append(walls, mustRun(b, env, dir, bin, "wake", "--now", "--dir", dir).wall)
+		noWatch = append(noWatch, mustRun(b, env, quiet, bin, "wake", "--now", "--dir", quiet).wall)
+		version = append(version, mustRun(b, env, dir, bin, "--version").wall)
+	}
+	b.StopTimer()
+	var peak int64
+	for i := 0; i < 3; i++ {
+		peak = max(peak, mustRunRSS(b, env, dir, bin, "wake", "--now", "--dir", dir).maxRSS)
+	}
+	med := median(walls)
+	b.ReportMetric(float64(med)/1e6, "ms-median")
+	record(groupWake, "`cryochamber wake --now` (whole process, private user manager)", "agent prints its markers and exits; watch_inbox = true (default)",
+		fmt.Sprintf("median %s (p10 %s, p90 %s, n=%d), peak RSS %s", ms(med), ms(quantile(walls, 0.1)), ms(quantile(walls, 0.9)), n, mib(peak)),
+		"median ≤ 50 ms", ok(med <= 50*time.Millisecond))
+	mq := median(noWatch)
+	record(groupWake, "`cryochamber wake --now` (whole process, private user manager)", "the same, watch_inbox = false",
+		fmt.Sprintf("median %s (p10 %s, p90 %s, n=%d)", ms(mq), ms(quantile(noWatch, 0.1)), ms(quantile(noWatch, 0.9)), n),
+		"median ≤ 50 ms", ok(mq <= 50*time.Millisecond))
+	record(groupWake, "`cryochamber --version` (process start and exit alone)", "",
+		fmt.Sprintf("median %s (n=%d)", ms(median(version)), n), "", nil)
+	reload := timeReload(b, m, reps(b, 11))
+	record(groupWake, "`systemctl --user daemon-reload` (what one unit reload costs this manager)", "",
+		fmt.Sprintf("median %s (n=%d)", ms(reload), reps(b, 11)), "", nil)
+	if d, names := timeGenerators(b, reps(b, 5)); len(names) > 0 {
+		record(groupWake, "the user generators every reload runs, run alone one after another", strings.Join(names, ", "),
+			fmt.Sprintf("median %s (n=%d)", ms(d), reps(b, 5)), "", nil)
+	}
+
+	if _, err := exec.LookPath("strace"); err != nil {
+		record(groupPhase, "wake phases (strace)", "", "skipped: strace is not installed", "", nil)
+		return
+	}
+	traces := reps(b, 7)
+	var runs []map[string]time.Duration
+	var order []string
+	var traced []time.Duration
+	for i := 0; i < traces; i++ {
+		ph, total := traceWake(b, env, dir)
+		r := map[string]time.Duration{}
+		for _, p := range ph {
+			r[p.label] = p.d
+			if !slices.Contains(order, p.label) {
+				order = append(order, p.label)
+			}
+		}
+		runs = append(runs, r)
+		traced = append(traced, total)
+	}
+	for _, name := range order {
+		var d []time.Duration
+		for _, r := range runs {
+			d = append(d, r[name])
+		}
+		record(groupPhase, "wake phase (strace -f; median per phase)", name, ms(median(d)), "", nil)
+	}
+	record(groupPhase, "wake phase (strace -f; median per phase)", "whole traced wake (untraced: see above)",
+		fmt.Sprintf("median %s (n=%d)", ms(median(traced)), traces), "", nil)
+}
+
+// timeReload times `systemctl --user daemon-reload` against m: the manager's reload itself,
+// plus systemctl's start (a few ms).
+func timeReload(b *testing.B, m *systemdtest.Manager, n int) time.Duration {
+	var d []time.Duration
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		m.Systemctl(b, "daemon-reload")
+		d = append(d, time.Since(t0))
+	}
+	return median(d)
+}
+
+// generatorDirs are where a user manager looks for generators (systemd.generator(7),
+// systemd.environment-generator(7)); /run/... is private to each manager and empty here.
+var generatorDirs = []struct {
+	dir string
+	env bool // an environment generator: no arguments
+}{
+	{"/etc/systemd/user-generators", false}, {"/usr/local/lib/systemd/user-generators", false},
+	{"/usr/lib/systemd/user-generators", false}, {"/etc/systemd/user-environment-generators", true},
+	{"/usr/local/lib/systemd/user-environment-generators", true}, {"/usr/lib/systemd/user-environment-generators", true},
+}
+
+// timeGenerators runs the machine's user generators (unit generators into temporary
+// directories) as the manager does on every reload, and returns the median total: the part of
+// a reload that belongs to the machine, not to cryochamber.
+func timeGenerators(b *testing.B, n int) (time.Duration, []string) {
+	type gen struct {
+		path string
+		env  bool
+	}
+	var gens []gen
+	var names []string
+	seen := map[string]bool{}
+	for _, d := range generatorDirs {
+		ents, err := os.ReadDir(d.dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			p := filepath.Join(d.dir, e.Name())
+			real, err := filepath.EvalSymlinks(p)
+			fi, serr := os.Stat(p)
+			if err != nil || serr != nil || seen[e.Name()] || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+				continue
+			}
+			seen[e.Name()] = true
+			gens = append(gens, gen{real, d.env})
+			names = append(names, e.Name())
+		}
+	}
+	if len(gens) == 0 {
+		return 0, nil
+	}
+	var d []time.Duration
+	for i := 0; i < n; i++ {
+		out := b.TempDir()
+		t0 := time.Now()
+		for _, g := range gens {
+			argv := []string{g.path}
+			if !g.env {
+				argv = append(argv, out, out, out)
+			}
+			run(b, []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + out}, out, argv...)
+		}
+		d = append(d, time.Since(t0))
+	}
+	return median(d), names
+}
+
+// traceWake runs one wake under `strace -f` (only the system calls that mark the phases, with
+// a seccomp filter so that the others run untraced) and splits its wall time into phases.
+func traceWake(b *testing.B, env []string, dir string) ([]phase, time.Duration) {
+	b.Helper()
+	out := filepath.Join(b.TempDir(), "strace.txt")
+	if *keepTrace != "" {
+		out = filepath.Join(*keepTrace, "strace.txt") // the last traced wake's, to read by eye
+	}
+	mustRun(b, env, dir, "strace", "-f", "-ttt", "-s", "400", "--seccomp-bpf",
+		"-e", "trace=execve,openat,write,connect,exit_group", "-o", out,
+		bin, "wake", "--now", "--dir", dir)
+	evs, err := readTrace(out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ph, total := phases(evs)
+	if len(ph) == 0 {
+		b.Fatalf("no phases found in %s", out)
+	}
+	return ph, total
+}
+
+// event is one line of an strace -f -ttt log.
+type event struct {
+	pid  int
+	t    time.Time
+	call string // "execve(...) = 0", or "+++ exited with 0 +++"
+}
+
+var traceLine = regexp.MustCompile(`^(\d+) +(\d+)\.(\d{6}) (.*)$`)
+
+func readTrace(path string) ([]event, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var evs []event
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		m := traceLine.FindStringSubmatch(sc.Text())
+		if m == nil || strings.HasPrefix(m[4], "<...") {
+			continue // a resumed call: its start line was kept
+		}
+		pid, _ := strconv.Atoi(m[1])
+		sec, _ := strconv.ParseInt(m[2], 10, 64)
+		usec, _ := strconv.ParseInt(m[3], 10, 64)
+		evs = append(evs, event{pid: pid, t: time.Unix(sec, usec*1000), call: m[4]})
+	}
+	return evs, sc.Err()
+}
+
+// The D-Bus calls of the backend, recognised by their member name in the message written to
+// the bus (the body of a Get names the property).
+var dbusCalls = []struct{ name, label string }{
+	{"EnableUnitFiles", "EnableUnitFiles"},
+	{"DisableUnitFiles", "DisableUnitFiles"},
+	{`\0\0\0Reload\0`, "Reload (daemon-reload)"},
+	{"RestartUnit", "RestartUnit + job"},
+	{"StopUnit", "StopUnit + job"},
+	{"StartUnit", "StartUnit + job"},
+	{"NextElapseUSecRealtime", "Get NextElapseUSecRealtime (read back)"},
+	{"LoadState", "Get LoadState (read back, or is the unit unchanged?)"},
+	{"SystemState", "SystemState (does the manager answer?)"},
+}
+
+// phase is the time spent in one named phase of a wake (summed over its occurrences).
+type phase struct {
+	label string
+	d     time.Duration
+}
+
+// phases splits a traced wake into named phases, in the order they first began: each phase
+// starts at a marking event and lasts until the next one; the wake ends when its main thread
+// (the first id of the trace) exits.
+func phases(evs []event) ([]phase, time.Duration) {
+	if len(evs) == 0 {
+		return nil, 0
+	}
+	// strace -f names threads by their own ids: every id is cryochamber's except the processes
+	// it starts (they begin with an execve of another program).
+	child := map[int]bool{}
+	type mark struct {
+		t     time.Time
+		label string
+	}
+	var marks []mark
+	add := func(t time.Time, label string) { marks = append(marks, mark{t, label}) }
+	arm := "" // which unit the backend is working on
+	agentPid := 0
+	saves := 0
+	add(evs[0].t, "process start: exec, Go runtime init, flags")
+	var end time.Time
+	for _, e := range evs {
+		c := e.call
+		switch {
+		case e.pid == evs[0].pid && strings.HasPrefix(c, "+++ exited"):
+			end = e.t
+		case strings.HasPrefix(c, "execve(") && e.pid != evs[0].pid:
+			child[e.pid] = true
+			if strings.Contains(c, "agent.sh") {
+				agentPid = e.pid
+			}
+		case e.pid == agentPid && strings.HasPrefix(c, "+++ exited"):
+			add(e.t, "agent exit → END line + fsync")
+			agentPid = -1
+		case child[e.pid]:
+		case strings.HasPrefix(c, "openat(") && strings.Contains(c, "/cryo.toml\""):
+			add(e.t, "load cryo.toml, timer.json; take the lock")
+		case strings.HasPrefix(c, "openat(") && strings.Contains(c, "/.timer.json.tmp-"):
+			saves++
+			switch saves {
+			case 1:
+				add(e.t, "save timer.json (running)")
+			case 2:
+				add(e.t, "save timer.json (log offset); write prompt")
+			default:
+				add(e.t, "save timer.json (armed); exit")
+			}
+		case strings.HasPrefix(c, "openat(") && strings.Contains(c, "/cryo.log\"") && strings.Contains(c, "O_APPEND") && saves == 1:
+			add(e.t, "SESSION line + fsync")
+		case strings.HasPrefix(c, "write(1, \"session ") && strings.Contains(c, ": running "):
+			add(e.t, "agent: fork, exec, run")
+		case strings.HasPrefix(c, "write(1, \"session ") && strings.Contains(c, ": EXIT "):
+			add(e.t, "validate steps 1-3")
+		case strings.HasPrefix(c, "connect("):
+			add(e.t, "D-Bus: connect, authenticate")
+		case strings.HasPrefix(c, "openat(") && strings.Contains(c, "/systemd/user/.cryo-"):
+			switch {
+			case strings.Contains(c, "-wake.timer.tmp"), strings.Contains(c, "-wake.service.tmp") && arm != "inbox watcher":
+				arm = "arm wake timer"
+			case strings.Contains(c, "-fallback."):
+				arm = "arm fallback timer"
+			case strings.Contains(c, "-inbox.path"):
+				arm = "inbox watcher"
+			}
+			add(e.t, arm+": write unit files")
+		case strings.HasPrefix(c, "write(1, \"step 7"):
+			add(e.t, "steps 7-8: log writable, free disk")
+		case strings.HasPrefix(c, "write(1, \"step 6"):
+			add(e.t, "inbox watcher (Watch)")
+			arm = "inbox watcher"
+		case strings.HasPrefix(c, "write(") && !strings.HasPrefix(c, "write(1,") && !strings.HasPrefix(c, "write(2,") && strings.Contains(c, `"l\1`):
+			for _, d := range dbusCalls {
+				if strings.Contains(c, d.name) {
+					label := d.label
+					if arm != "" {
+						label = arm + ": " + label
+					}
+					add(e.t, label)
+					break
+				}
+			}
+		}
+	}
+	if end.IsZero() {
+		end = evs[len(evs)-1].t
+	}
+	var out []phase
+	idx := map[string]int{}
+	for i, mk := range marks {
+		next := end
+		if i+1 < len(marks) {
+			next = marks[i+1].t
+		}
+		j, ok := idx[mk.label]
+		if !ok {
+			j = len(out)
+			idx[mk.label] = j
+			out = append(out, phase{label: mk.label})
+		}
+		out[j].d += next.Sub(mk.t)
+	}
+	return out, end.Sub(evs[0].t)
+}

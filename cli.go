@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"runtime"
@@ -194,6 +195,18 @@ Start with: cryochamber init ~/plans/x && $EDITOR ~/plans/x/plan.md && cryochamb
 				},
 			},
 			{
+				Name:  "reload",
+				Usage: "accept an edited cryo.toml and re-capture the environment (PATH, HOME, agent_env) for a started chamber",
+				Description: `The agent can write in its chamber, so the keys that decide what runs and where alerts go
+(agent, agents, allowed_commands, agent_env, backend, fallback, fallback_allow, email, webhook)
+are pinned when you start the chamber. A wake that finds them changed refuses to run and
+alerts. After you edit them yourself, run reload. Other keys take effect at the next wake.`,
+				Flags: []cli.Flag{dirFlag},
+				Action: func(c *cli.Context) error {
+					return runReload(c.Context, env, reloadOptions{Dir: c.String("dir")})
+				},
+			},
+			{
 				Name:  "validate",
 				Usage: "run the pre-hibernate checks on the latest block and the armed timers, printing each step",
 				Flags: []cli.Flag{dirFlag, jsonFlag},
@@ -262,24 +275,21 @@ Start with: cryochamber init ~/plans/x && $EDITOR ~/plans/x/plan.md && cryochamb
 // environment, the binary's path and the way to reach the OS timer manager.
 func newEnv(stdout, stderr io.Writer) *chamber.Env {
 	environ := os.Environ()
-	exe, err := os.Executable()
-	if err == nil {
-		if p, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = p
-		}
-	}
+	exe := binaryPath()
 	stateHome := os.Getenv("XDG_STATE_HOME")
 	if stateHome == "" {
 		if home := os.Getenv("HOME"); home != "" {
 			stateHome = filepath.Join(home, ".local", "state")
 		}
 	}
-	registry := ""
+	stateDir, registry := "", ""
 	if stateHome != "" {
-		registry = filepath.Join(stateHome, "cryochamber", "chambers")
+		stateDir = filepath.Join(stateHome, "cryochamber")
+		registry = filepath.Join(stateDir, "registry")
 	}
 	env := &chamber.Env{
 		Registry: registry,
+		StateDir: stateDir,
 		Now:      time.Now,
 		Local:    time.Local,
 		Binary:   exe,
@@ -293,6 +303,30 @@ func newEnv(stdout, stderr io.Writer) *chamber.Env {
 		return openBackend(ctx, env, name)
 	}
 	return env
+}
+
+// binaryPath is the path the timers will run. It keeps the path as invoked when that names this
+// very binary (/opt/homebrew/bin/cryochamber, ~/go/bin/cryochamber) instead of resolving
+// symlinks: a package upgrade replaces what the link points to and deletes the old target.
+func binaryPath() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	arg := os.Args[0]
+	if !strings.Contains(arg, "/") {
+		if p, err := exec.LookPath(arg); err == nil {
+			arg = p
+		}
+	}
+	if abs, err := filepath.Abs(arg); err == nil {
+		a, errA := os.Stat(abs)
+		b, errB := os.Stat(exe)
+		if errA == nil && errB == nil && os.SameFile(a, b) {
+			return abs
+		}
+	}
+	return exe
 }
 
 // crashCheckpoint is for the crash tests (docs/RELIABILITY.md): CRYOCHAMBER_CRASH_AT=point[:k]

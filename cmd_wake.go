@@ -30,3 +30,11 @@ type cancelOptions struct {
 func runCancel(ctx context.Context, env *chamber.Env, opts cancelOptions) error {
 	return chamber.Cancel(ctx, env, chamber.CancelOptions{Dir: opts.Dir})
 }
+
+type reloadOptions struct {
+	Dir string
+}
+
+func runReload(ctx context.Context, env *chamber.Env, opts reloadOptions) error {
+	return chamber.Reload(ctx, env, chamber.ReloadOptions{Dir: opts.Dir})
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/chamber"
+	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
 
@@ -178,17 +179,24 @@ secret_env = "HOOK_SECRET"
 	if code, out := bin(t, env, dir, "start", filepath.Join(dir, "plan.md")); code != 0 {
 		t.Fatalf("start: %d\n%s", code, out)
 	}
+	// The environment file and the secrets live outside the chamber (the agent may write in it),
+	// in the user's state directory.
+	priv := filepath.Join(m.Home, ".local", "state", "cryochamber", "chambers", timer.ID(dir))
 	modes := map[string]fs.FileMode{
 		".cryo":           0o700 | fs.ModeDir,
-		".cryo/env":       0o600,
-		".cryo/secrets":   0o600,
+		priv:              0o700 | fs.ModeDir,
+		priv + "/env":     0o600,
+		priv + "/secrets": 0o600,
 		".cryo/prompt.md": 0o600,
 		"timer.json":      0o600,
 		"cryo.log":        0o600,
 		"todo.json":       0o600,
 	}
 	for name, want := range modes {
-		fi, err := os.Stat(filepath.Join(dir, name))
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(dir, name)
+		}
+		fi, err := os.Stat(name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,10 +231,23 @@ secret_env = "HOOK_SECRET"
 		}
 	}
 	// The secrets are where they belong.
-	secrets, _ := os.ReadFile(filepath.Join(dir, ".cryo/secrets"))
+	secrets, _ := os.ReadFile(filepath.Join(priv, "secrets"))
 	if !strings.Contains(string(secrets), password) || !strings.Contains(string(secrets), hookSecret) || strings.Contains(string(secrets), token) {
-		t.Errorf(".cryo/secrets holds the wrong variables")
+		t.Errorf("the secrets file holds the wrong variables")
 	}
+	// Nothing in the chamber holds a secret: the agent can read its chamber.
+	_ = filepath.Walk(dir, func(p string, fi fs.FileInfo, err error) error {
+		if err != nil || fi.IsDir() {
+			return nil
+		}
+		data, _ := os.ReadFile(p)
+		for _, secret := range []string{password, hookSecret} {
+			if strings.Contains(string(data), secret) && !strings.HasSuffix(p, "agent-env.txt") {
+				t.Errorf("%s (in the chamber) contains the secret %q", p, secret)
+			}
+		}
+		return nil
+	})
 	if code, out := bin(t, env, dir, "cancel", "--dir", dir); code != 0 {
 		t.Fatal(out)
 	}

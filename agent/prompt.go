@@ -41,6 +41,7 @@ type PromptData struct {
 	Command               string    // the command line that was run (for the agent's information)
 	Agent                 string    // the name a CMD uses to run this agent again ("opencode"); "" → "<agent>"
 	Allowed               []string  // programs a CMD may name (allowed_commands); nil: not listed
+	FallbackTargets       []string  // targets (or patterns) a FALLBACK may name; nil: none
 	Previous              *Previous // nil for the first session
 	Delayed               *Delay    // a DELAYED WAKE notice at the very top
 	Early                 *Early    // woken before the scheduled wake (by messages)

@@ -26,7 +26,7 @@ type Alert struct {
 	Targets []FallbackEntry
 }
 
-// SecretsFile (in PrivateDir, mode 0600) holds the variables alert delivery needs
+// SecretsFile (in the chamber's state directory, mode 0600) holds the variables alert delivery needs
 // (email.password_env, webhook.secret_env), captured at start. Unlike the environment file it
 // is never given to the agent: an agent that reads untrusted text must not see them.
 const SecretsFile = "secrets"
@@ -83,7 +83,7 @@ func (c *Config) secretNames() []string {
 // the captured secrets.
 func (r *runner) alertEnv() []string {
 	env := mergeEnv(r.env.Environ, r.capturedEnv())
-	if data, err := os.ReadFile(r.private(SecretsFile)); err == nil {
+	if data, err := os.ReadFile(r.stateFile(SecretsFile)); err == nil {
 		if vars, err := timer.ParseEnvFile(data); err == nil {
 			env = mergeEnv(env, vars)
 		}
@@ -210,13 +210,22 @@ func (a *AlertRecord) summary() string {
 
 // fallbackPolicy lists the FALLBACK markers whose target the operator does not allow.
 func (r *runner) fallbackPolicy(m *marker.Result) []string {
-	var errs []string
+	var msgs []string
 	for _, f := range m.Fallbacks {
 		if !r.targetAllowed(f.Action, f.Target) {
-			errs = append(errs, fmt.Sprintf("line %d: FALLBACK %s target %q is not allowed: add it (or a pattern such as \"*@example.com\") to fallback_allow in cryo.toml", f.Line, f.Action, f.Target))
+			msgs = append(msgs, fmt.Sprintf("line %d: FALLBACK %s to %q is not allowed (fallback_allow in cryo.toml) and was ignored", f.Line, f.Action, f.Target))
 		}
 	}
-	return errs
+	return msgs
+}
+
+// fallbackTargets is what the prompt tells the agent it may name in a FALLBACK.
+func (c *Config) fallbackTargets() []string {
+	var out []string
+	for _, f := range c.Fallback {
+		out = append(out, f.Target)
+	}
+	return append(out, c.FallbackAllow...)
 }
 
 // targetAllowed applies fallback_allow. By default a marker may only name a target the operator

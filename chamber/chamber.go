@@ -42,6 +42,10 @@ type Env struct {
 	Stderr  io.Writer
 	// Registry is the file listing the chambers this user started (for `ps`); "" disables it.
 	Registry string
+	// StateDir is the user's cryochamber state directory (~/.local/state/cryochamber): per
+	// chamber, the environment file, the alert secrets and the accepted configuration, out of
+	// the agent's reach.
+	StateDir string
 	// Checkpoint, when set, is called at named points of a wake ("claimed", "header", "ended",
 	// "armed", "state-temp"); the crash tests make it kill the process there.
 	Checkpoint func(name string)
@@ -125,8 +129,13 @@ func checkPath(p string) error {
 	return nil
 }
 
-// checkBinary refuses a cryochamber binary whose path a unit file cannot name.
+// checkBinary refuses a cryochamber binary whose path a unit file cannot name, or that will not
+// be there when the timer fires.
 func checkBinary(bin string) error {
+	if strings.Contains(bin, "/go-build") || strings.Contains(bin, "/go/pkg/mod/") {
+		return usageErr("install it (go install, or make build and copy bin/cryochamber to ~/.local/bin), then start again",
+			"cryochamber is running from a temporary build (%s): the timers would run a file that `go` deletes", bin)
+	}
 	if _, err := timer.ExecLine([]string{bin, "wake"}); err != nil {
 		return usageErr("install cryochamber in a directory whose path has no quote, backslash or $ (for example ~/.local/bin)",
 			"the cryochamber binary %q cannot be run by a timer unit: %v", bin, err)
@@ -160,8 +169,11 @@ func loadForCommand(dir string, env *Env) (*Config, *State, error) {
 		if errors.Is(err, ErrNoState) {
 			return nil, nil, notChamber(dir)
 		}
-		return nil, nil, &Error{Status: 1, Err: err, Hint: "timer.json is written atomically; if it was edited by hand, restore it or run `cryochamber cancel` and `start` again"}
+		return nil, nil, &Error{Status: 1, Err: err, Hint: "timer.json is written atomically; if it was edited by hand, restore it, or remove it and run `cryochamber cancel --dir " + dir + "` then `start` again (the log is kept)"}
 	}
+	// Unit names always come from the path, never from timer.json, which the agent could edit
+	// to make us arm or remove another chamber's timers.
+	st.ID = timer.ID(dir)
 	return cfg, st, nil
 }
 

@@ -119,7 +119,7 @@ func (r *runner) finishClaims(ctx context.Context, n int, m *marker.Result, o ou
 	if t.IsZero() {
 		t = r.now().UTC()
 	}
-	if m != nil && len(m.Replies) > 0 && o.reason != "invalid" {
+	if m != nil && len(m.Replies) > 0 {
 		for k, rep := range m.Replies {
 			msg := &message.Message{
 				ID:        replyID(t, n, k),

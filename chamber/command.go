@@ -97,12 +97,13 @@ func (c *Config) ResolveCMD(line string, words []string, agentLine string) (Comm
 		return Command{}, &NotAllowedError{Program: prog, Allowed: c.AllowedList(agentLine)}
 	}
 	task := strings.Join(words[1:], " ")
+	if al, err := c.AgentLine(agentLine); err == nil && al.Agent != nil && al.Words[0] == prog {
+		// The chamber's own agent, by its name: keep the agent line's extra arguments
+		// (`agent = "claude --model opus"`); the CMD's words are only the task.
+		return Command{Line: line, Words: words, Agent: al.Agent, Task: task}, nil
+	}
 	if spec, ok := c.agentSpec(prog); ok {
 		return Command{Line: line, Words: words, Agent: &spec, Task: task}, nil
-	}
-	if al, err := c.AgentLine(agentLine); err == nil && al.Agent != nil && al.Agent.Name == "" && al.Words[0] == prog {
-		// The custom agent of this chamber, asked for by its program name.
-		return Command{Line: line, Words: words, Agent: al.Agent, Task: task}, nil
 	}
 	return Command{Line: line, Words: words}, nil
 }

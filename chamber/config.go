@@ -58,9 +58,9 @@ type AgentTable struct {
 
 // FallbackEntry is an operator alert target: [[fallback]].
 type FallbackEntry struct {
-	Action  string `toml:"action"`
-	Target  string `toml:"target"`
-	Message string `toml:"message"`
+	Action  string `toml:"action" json:"action"`
+	Target  string `toml:"target" json:"target"`
+	Message string `toml:"message" json:"message,omitempty"`
 }
 
 // EmailConfig is the [email] table: how alerts are sent by SMTP.

@@ -36,7 +36,8 @@ type runner struct {
 	be   timer.Backend
 	out  io.Writer
 
-	warnings []string // for the next prompt
+	warnings    []string       // for the next prompt
+	lastMarkers *marker.Result // the markers being judged (a refusal still delivers their REPLYs)
 }
 
 func (r *runner) now() time.Time { return r.env.Now() }
@@ -87,21 +88,54 @@ func (r *runner) timerChamber() timer.Chamber {
 	return timer.Chamber{
 		ID:      r.st.ID,
 		Dir:     r.dir,
-		EnvFile: r.private(EnvFileName),
+		EnvFile: r.stateFile(EnvFileName),
 		Env:     r.launchdEnv(),
 		Stdout:  r.private("launchd.out"),
 		Stderr:  r.private("launchd.err"),
 	}
 }
 
-func (r *runner) wakeArgv() []string { return []string{r.env.Binary, "wake", "--dir", r.dir} }
-func (r *runner) fallbackArgv() []string {
-	return []string{r.env.Binary, "fallback", "--dir", r.dir}
+func (r *runner) wakeArgv() []string     { return []string{r.binary(), "wake", "--dir", r.dir} }
+func (r *runner) fallbackArgv() []string { return []string{r.binary(), "fallback", "--dir", r.dir} }
+
+// binary is what the timers run: the binary recorded at start. A manual `wake` with another
+// build does not change it; but if it is gone (an upgrade moved it), the running one replaces it.
+func (r *runner) binary() string {
+	if b := r.st.Binary; b != "" {
+		if _, err := os.Stat(b); err == nil || r.env.Binary == "" {
+			return b
+		}
+		if checkBinary(r.env.Binary) == nil {
+			r.printf("warning: the timers ran %s, which is gone; they now run %s", b, r.env.Binary)
+			r.st.Binary = r.env.Binary
+		}
+	}
+	if r.st.Binary == "" {
+		r.st.Binary = r.env.Binary
+	}
+	return r.st.Binary
+}
+
+// agentEnv is the environment every session's agent gets, session 1 included: a few variables
+// of this process that describe the user and the locale, then what `start` captured (PATH,
+// HOME, agent_env), never the alert secrets. Session 1 runs from your shell and later ones from
+// the timer; both get the same recipe, so a session that works now works at 3 a.m.
+func (r *runner) agentEnv() []string {
+	var base []string
+	for _, kv := range r.env.Environ {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "USER", k == "LOGNAME", k == "SHELL", k == "LANG", k == "LANGUAGE", k == "TZ", k == "TMPDIR",
+			k == "XDG_RUNTIME_DIR", k == "DBUS_SESSION_BUS_ADDRESS", strings.HasPrefix(k, "LC_"):
+			base = append(base, kv)
+		}
+	}
+	return withoutVars(mergeEnv(base, r.capturedEnv()), r.cfg.secretNames())
 }
 
 // capturedEnv is the environment file written at start: PATH, HOME and agent_env.
 func (r *runner) capturedEnv() []string {
-	data, err := os.ReadFile(r.private(EnvFileName))
+	data, err := os.ReadFile(r.stateFile(EnvFileName))
 	if err != nil {
 		return nil
 	}
@@ -240,6 +274,11 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, reason st
 	}
 	r.env.checkpoint("ended")
 	r.printf("session %d: %s", n, describe(o, result))
+	// What follows must finish even when we were stopped (a shutdown sends SIGTERM and waits
+	// about 90 s): without a context of its own, arming the retry would fail and the chamber
+	// would stop for good after an ordinary reboot.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hibernateTimeout)
+	defer cancel()
 	if cmdErr != nil {
 		rep := validate.New(r.out)
 		rep.Session = n
@@ -249,23 +288,27 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, reason st
 	return r.afterSession(ctx, n, result, o, o.end)
 }
 
+// hibernateTimeout bounds judging, arming and alerting after a session.
+const hibernateTimeout = 60 * time.Second
+
 // execute runs the agent (or plain step) of session n with its prompt.
 func (r *runner) execute(ctx context.Context, n int, cmd Command, due time.Time, reason string, early *time.Time, batch *claimBatch, block *sessionlog.Block) agent.Result {
 	now := r.now()
 	data := agent.PromptData{
-		Now:       now.In(r.cfg.Location),
-		Session:   n,
-		Dir:       r.dir,
-		Plan:      r.path(r.planName()),
-		Notes:     r.path(NotesFile),
-		Log:       r.logPath(),
-		Task:      cmd.Task,
-		Command:   cmd.Line,
-		Agent:     agentName(r.agentLine()),
-		Allowed:   r.cfg.AllowedList(r.agentLine()),
-		Attempt:   r.st.Retries,
-		Warnings:  r.warnings,
-		LateGrace: r.cfg.LateGrace.D,
+		Now:             now.In(r.cfg.Location),
+		Session:         n,
+		Dir:             r.dir,
+		Plan:            r.path(r.planName()),
+		Notes:           r.path(NotesFile),
+		Log:             r.logPath(),
+		Task:            cmd.Task,
+		Command:         cmd.Line,
+		Agent:           agentName(r.agentLine()),
+		Allowed:         r.cfg.AllowedList(r.agentLine()),
+		FallbackTargets: r.cfg.fallbackTargets(),
+		Attempt:         r.st.Retries,
+		Warnings:        uniqueStrings(append(append([]string(nil), r.st.Warnings...), r.warnings...)),
+		LateGrace:       r.cfg.LateGrace.D,
 	}
 	if l := r.st.Last; l != nil {
 		data.Previous = &agent.Previous{Session: l.Session, Exit: l.Exit, Summary: l.Summary, Plans: r.st.Plans, End: l.End}
@@ -293,7 +336,7 @@ func (r *runner) execute(ctx context.Context, n int, cmd Command, due time.Time,
 	}
 	_ = os.Chmod(promptFile, 0o600)
 
-	base := withoutVars(mergeEnv(r.env.Environ, r.capturedEnv()), r.cfg.secretNames())
+	base := r.agentEnv()
 	vars := agent.Vars{Dir: r.dir, Session: n, PromptFile: promptFile}
 	var inv agent.Invocation
 	if cmd.Agent != nil {
@@ -331,6 +374,9 @@ func (r *runner) planName() string {
 // classify decides how a run ended: answered (valid EXIT), or failed and why.
 func classify(res agent.Result, m *marker.Result, timeout time.Duration) outcome {
 	switch {
+	case res.Canceled:
+		// Stopped from outside (shutdown, logout, Ctrl-C): whatever it printed is not an answer.
+		return outcome{exit: 2, reason: "interrupted", detail: "the session was interrupted (cryochamber was stopped: shutdown, logout or a signal) and the agent killed"}
 	case res.TimedOut:
 		return outcome{exit: 2, reason: "timeout", detail: fmt.Sprintf("agent killed after session_timeout (%s) with its whole process group", timeout)}
 	case res.Err != nil:
@@ -379,6 +425,7 @@ func (r *runner) afterSession(ctx context.Context, n int, m *marker.Result, o ou
 type verdict struct {
 	next       *time.Time // when to wake (nil: the plan is complete)
 	planWake   *time.Time // the WAKE marker's time (nil: none)
+	warnings   []string   // for the next prompt
 	nextReason string
 	cmdLine    string // the command of the next session ("" = the agent)
 	task       string
@@ -392,18 +439,20 @@ func (r *runner) judge(rep *validate.Report, m *marker.Result, validAt time.Time
 	fillReport(rep, m)
 	v := verdict{nextReason: "plan", cmdLine: r.st.Command, task: r.st.Task}
 
-	// Step 1: markers parsed.
-	policyErrs := r.fallbackPolicy(m)
+	// Step 1: markers parsed. A FALLBACK to a target the operator did not allow is not an
+	// error (nothing is sent there, and the chamber goes on), but it is loud: a warning here,
+	// in the log, and in the next prompt.
+	policy := r.fallbackPolicy(m)
 	switch {
-	case len(m.Errors) > 0 || len(policyErrs) > 0:
+	case len(m.Errors) > 0:
 		for _, e := range m.Errors {
 			rep.Add(1, validate.Fail, "%v", e)
 		}
-		for _, e := range policyErrs {
-			rep.Add(1, validate.Fail, "%s", e)
-		}
 	case m.Exit == nil:
 		rep.Add(1, validate.Fail, "no EXIT marker: every session must end with [CRYO:EXIT <0|1|2>] <summary>")
+	case len(policy) > 0:
+		rep.Add(1, validate.Warn, "EXIT %d, %s; ignored: %s", m.Exit.Code, markerSummary(m), strings.Join(policy, "; "))
+		v.warnings = policy
 	default:
 		rep.Add(1, validate.Pass, "EXIT %d, %s", m.Exit.Code, markerSummary(m))
 	}
@@ -502,6 +551,7 @@ func (r *runner) judge(rep *validate.Report, m *marker.Result, validAt time.Time
 // hibernate validates the markers of session n, arms the timers and saves the state.
 func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outcome, validAt time.Time) error {
 	now := r.now()
+	r.lastMarkers = m
 	rep := validate.New(r.out)
 	rep.Session = n
 	v := r.judge(rep, m, validAt)
@@ -541,17 +591,49 @@ func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outco
 		r.printf("warning: %v", err)
 	}
 	r.st.Claimed = nil
-	r.st.Warnings = nil
+	r.st.Warnings = v.warnings // shown in the next prompt
 	rep.Finish()
 	if err := r.save(); err != nil {
 		return err
 	}
+	if r.cancelRequested() {
+		// cancel ran between our check and the save: it may have removed timers we then armed.
+		return r.honourCancel(ctx, n, o)
+	}
 	rep.WriteVerdict(r.out)
 	r.printf("hibernating: session %d at %s (%s)", n+1, v.next.In(r.cfg.Location).Format(time.RFC3339), Relative(*v.next, now))
+	r.wakeSoonIfPending(ctx)
 	if m.Exit != nil && m.Exit.Code == 2 {
 		r.alert(ctx, n, "failure", fmt.Sprintf("session %d reported failure (EXIT 2): %s", n, m.Exit.Summary), m)
 	}
 	return nil
+}
+
+// wakeSoonIfPending re-arms the wake a few seconds ahead when a message (watch_inbox) or a wake
+// request arrived after judging: its path unit or RunNow fired while this very service was still
+// running, and systemd merged that start into ours.
+func (r *runner) wakeSoonIfPending(ctx context.Context) {
+	now := r.now()
+	_, reqErr := os.Stat(r.private(WakeRequest))
+	pending := reqErr == nil || (*r.cfg.WatchInbox && inboxCount(r.dir) > 0)
+	if !pending || r.st.Wake == nil || !r.st.Wake.After(now.Add(2*armLead)) {
+		return
+	}
+	t := now.Add(armLead).Truncate(time.Second).Add(time.Second)
+	rep := validate.New(io.Discard)
+	if err := r.arm(ctx, rep, t); err != nil {
+		r.printf("warning: a message arrived during the session but the wake could not be re-armed for it: %v", err)
+		return
+	}
+	r.st.Wake, r.st.Reason = &t, "inbox"
+	if reqErr == nil {
+		r.st.Reason = "requested"
+	}
+	if err := r.save(); err != nil {
+		r.printf("warning: %v", err)
+		return
+	}
+	r.printf("a message arrived during the session: next wake at %s", t.Format(time.RFC3339))
 }
 
 // arm arms the wake timer at t and the fallback timer after it, recording steps 4 to 6.
@@ -706,7 +788,7 @@ func (r *runner) refuse(ctx context.Context, n int, rep *validate.Report, o outc
 		reason = "refused"
 	}
 	r.st.Last = &Outcome{Session: n, Exit: o.exit, Summary: "refused to hibernate", Reason: reason, Start: o.start.UTC(), End: o.end.UTC()}
-	if err := r.finishClaims(ctx, n, nil, o); err != nil {
+	if err := r.finishClaims(ctx, n, r.lastMarkers, o); err != nil {
 		r.printf("warning: %v", err)
 	}
 	r.st.Claimed = nil
@@ -815,9 +897,11 @@ func (r *runner) recordMarkers(m *marker.Result) {
 }
 
 func (r *runner) recordFallbacksOnly(m *marker.Result) {
-	if m == nil || len(m.Fallbacks) == 0 {
+	if m == nil {
 		return
 	}
+	// The dead-man targets are those of the latest session that answered (SPEC 7): a session
+	// without FALLBACK markers clears the earlier ones.
 	var fbs []FallbackEntry
 	for _, f := range m.Fallbacks {
 		if r.targetAllowed(f.Action, f.Target) {
@@ -910,6 +994,16 @@ func mergeEnv(base, vars []string) []string {
 	return out
 }
 
+func uniqueStrings(in []string) []string {
+	var out []string
+	for _, s := range in {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // withoutVars drops the named variables (alert secrets) from env.
 func withoutVars(env, names []string) []string {
 	if len(names) == 0 {
@@ -940,5 +1034,6 @@ func (r *runner) checkLog(now time.Time) {
 	w := fmt.Sprintf("cryo.log was corrupt (%v) and was moved aside to %s; the history in cryo.log starts fresh (NOTES.md is intact)", ce, filepath.Base(aside))
 	r.printf("warning: %s", w)
 	r.warnings = append(r.warnings, w)
+	r.st.Warnings = append(r.st.Warnings, w)
 	r.st.LogOffset = 0
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -96,6 +97,14 @@ func Status(ctx context.Context, env *Env, opts StatusOptions) (*StatusInfo, err
 	}
 	if r.cancelRequested() && st.Phase != PhaseCancelled {
 		s.Warnings = append(s.Warnings, "cancel was requested while a session ran; it will not re-arm")
+	}
+	if changed := r.checkPin(); len(changed) > 0 && st.Phase.Active() {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%s changed since the chamber was started: the next wake will refuse to run; if you made the change, run `cryochamber reload --dir %s`", strings.Join(changed, ", "), dir))
+	}
+	if st.Binary != "" && st.Phase.Active() {
+		if _, err := os.Stat(st.Binary); err != nil {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("the timers run %s, which is gone: they cannot fire (run any `cryochamber wake --dir %s` with the new binary to re-arm, or cancel and start again)", st.Binary, dir))
+		}
 	}
 	if st.Chamber != "" && st.Chamber != dir {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("timer.json was armed for %s: the chamber moved; `cryochamber start` it here", st.Chamber))
@@ -412,17 +421,26 @@ func Fallback(ctx context.Context, env *Env, opts FallbackOptions) error {
 	if err != nil {
 		return err
 	}
+	overdue := func(st *State) bool {
+		return st.Wake != nil && !env.Now().Before(st.Wake.Add(cfg.FallbackAfter.D-dueTolerance))
+	}
+	if st.Phase == PhaseArmed && overdue(st) {
+		// After a boot or resume both timers fire at once: give the wake a moment to start.
+		st = waitForWake(dir, st, env)
+	}
 	now := env.Now()
 	lock, err := TryLock(dir)
 	if errors.Is(err, ErrLocked) {
-		// A live session holds the lock. It is overdue if it was due before the deadline.
-		if st.Phase == PhaseRunning && st.Wake != nil && !now.Before(st.Wake.Add(cfg.FallbackAfter.D-dueTolerance)) {
+		if st2, err := LoadState(dir); err == nil {
+			st = st2
+		}
+		h := st.Holder
+		// A session is running. It is overdue only if it has been running longer than
+		// fallback_after: one that started just now (the machine was off at its WAKE) has run.
+		if st.Phase == PhaseRunning && overdue(st) && h != nil && !now.Before(h.Since.Add(cfg.FallbackAfter.D-dueTolerance)) {
 			r := &runner{env: env, dir: dir, cfg: cfg, st: st, out: env.Stdout}
-			h := st.Holder
-			text := fmt.Sprintf("session %d was due at %s and is still running after fallback_after (%s)", st.Session, st.Wake.Format(time.RFC3339), cfg.FallbackAfter.D)
-			if h != nil {
-				text += fmt.Sprintf(" (pid %d since %s)", h.PID, h.Since.Format(time.RFC3339))
-			}
+			text := fmt.Sprintf("session %d was due at %s and is still running after fallback_after (%s) (pid %d since %s)",
+				st.Session, st.Wake.Format(time.RFC3339), cfg.FallbackAfter.D, h.PID, h.Since.Format(time.RFC3339))
 			rec, err := sendAlert(ctx, cfg, dir, r.alertEnv(), Alert{Chamber: dir, Session: st.Session, Reason: "overdue", Text: text, Time: now.UTC(), Targets: r.alertTargets(nil)})
 			if err != nil {
 				fmt.Fprintf(env.Stdout, "warning: %v\n", err)
@@ -441,20 +459,52 @@ func Fallback(ctx context.Context, env *Env, opts FallbackOptions) error {
 	}
 	r := &runner{env: env, dir: dir, cfg: cfg, st: st, lock: lock, out: env.Stdout}
 	defer r.close()
+	if changed := r.checkPin(); len(changed) > 0 && st.Phase.Active() {
+		return r.refuseTampered(changed)
+	}
 	switch {
 	case st.Phase == PhaseRunning:
 		// Its process died. Alert, then repair the way the next wake would.
 		r.alert(ctx, st.Session, "crashed", fmt.Sprintf("session %d (due %s) did not finish: its process died", st.Session, fmtTime(st.Wake)), nil)
 		_, err := r.recover(ctx)
 		return err
-	case st.Phase == PhaseArmed && st.Wake != nil && !now.Before(st.Wake.Add(cfg.FallbackAfter.D-dueTolerance)):
-		text := fmt.Sprintf("the wake due at %s did not run (session %d never started); no timer fired, or the machine was off. Run `cryochamber wake --dir %s --now` to run it now.",
-			st.Wake.Format(time.RFC3339), st.Session+1, dir)
+	case st.Phase == PhaseArmed && overdue(st):
+		due := *st.Wake
+		t := now.Add(armLead).Truncate(time.Second).Add(time.Second)
+		text := fmt.Sprintf("the wake due at %s did not run (session %d never started): no timer fired, or the machine was off. It is re-armed for %s.",
+			due.Format(time.RFC3339), st.Session+1, t.Format(time.RFC3339))
+		rep := validate.New(io.Discard)
+		if err := r.arm(ctx, rep, t); err != nil {
+			text = fmt.Sprintf("the wake due at %s did not run (session %d never started), and it could not be re-armed: %v. Run `cryochamber wake --dir %s --now`.",
+				due.Format(time.RFC3339), st.Session+1, err, dir)
+		} else {
+			r.st.Wake = &t
+			if err := r.save(); err != nil {
+				r.printf("warning: %v", err)
+			}
+		}
 		r.alert(ctx, st.Session+1, "missed", text, nil)
 		return nil
 	}
 	r.printf("the session for this deadline finished; no alert")
 	return nil
+}
+
+// waitForWake gives a wake that fired together with the dead-man timer up to 30 s to take the
+// chamber (the session starts, or its number moves on) and returns the state it then sees.
+func waitForWake(dir string, st *State, env *Env) *State {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+		now, err := LoadState(dir)
+		if err != nil {
+			return st
+		}
+		if now.Phase != PhaseArmed || now.Session != st.Session || !now.Wake.Equal(*st.Wake) {
+			return now
+		}
+	}
+	return st
 }
 
 func fmtTime(t *time.Time) string {

@@ -77,9 +77,19 @@ func reasonFor(why, stateReason string) string {
 func acquire(dir string, env *Env, command string) (r *runner, done bool, err error) {
 	cfg, st, err := loadForCommand(dir, env)
 	if err != nil {
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			alertBrokenConfig(dir, env, ce)
+		}
 		return nil, false, err
 	}
 	lock, err := TryLock(dir)
+	if errors.Is(err, ErrLocked) && command == "wake" {
+		// A wake must not be lost to a short holder (the dead-man check, cancel, a repair) that
+		// fired at the same moment, as both timers do after a boot. Only a running session makes
+		// a wake redundant.
+		lock, err = waitLock(dir, env)
+	}
 	if errors.Is(err, ErrLocked) {
 		fmt.Fprintln(env.Stdout, holderMessage(dir, env.Now()))
 		return nil, true, nil
@@ -92,15 +102,59 @@ func acquire(dir string, env *Env, command string) (r *runner, done bool, err er
 		st = st2
 	}
 	r = &runner{env: env, dir: dir, cfg: cfg, st: st, lock: lock, out: env.Stdout}
+	if changed := r.checkPin(); len(changed) > 0 && st.Phase.Active() {
+		err := r.refuseTampered(changed)
+		r.close()
+		return nil, false, err
+	}
 	atomicfile.RemoveStale(dir, StateFile)
 	atomicfile.RemoveStale(dir, TodoFile)
 	if h := st.Holder; h != nil && h.PID != env.PID {
 		r.printf("warning: took over the lock from pid %d (session %d, %s since %s), which died holding it",
 			h.PID, h.Session, h.Command, h.Since.Format(time.RFC3339))
 	}
-	_ = command
 	return r, false, nil
 }
+
+// alertBrokenConfig reports a cryo.toml that no longer loads, once: the timer that ran us has
+// fired and nothing else will wake the chamber, so this must not end in the journal only. The
+// alert uses the configuration the operator last accepted.
+func alertBrokenConfig(dir string, env *Env, cfgErr *ConfigError) {
+	lock, err := TryLock(dir)
+	if err != nil {
+		return
+	}
+	st, err := LoadState(dir)
+	if err != nil || !st.Phase.Active() {
+		lock.Unlock()
+		return
+	}
+	r := &runner{env: env, dir: dir, st: st, lock: lock, out: env.Stdout}
+	defer r.close()
+	r.cfg = r.acceptedConfig()
+	if r.cfg == nil {
+		r.cfg, _ = ParseConfig(ConfigFile, nil, env.Local)
+	}
+	_ = msg2err(r, "cryo.toml no longer loads ("+cfgErr.Error()+")")
+}
+
+// waitLock waits (at most lockWait) for a lock held by something other than a running session.
+func waitLock(dir string, env *Env) (*Lock, error) {
+	deadline := time.Now().Add(lockWait)
+	for {
+		if st, err := LoadState(dir); err == nil && st.Phase == PhaseRunning {
+			return nil, ErrLocked // a session is running: this wake has nothing to do
+		}
+		lock, err := TryLock(dir)
+		if !errors.Is(err, ErrLocked) || time.Now().After(deadline) {
+			return lock, err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// lockWait bounds how long a wake waits for a short holder of the lock.
+const lockWait = 2 * time.Minute
 
 // holderMessage says who holds the lock, from what the holder recorded in timer.json.
 func holderMessage(dir string, now time.Time) string {
@@ -163,6 +217,9 @@ func (r *runner) repairWakeTimer(ctx context.Context) {
 		return
 	}
 	agree := false
+	if _, err := os.Stat(r.st.Binary); r.st.Binary != "" && err != nil {
+		ok = false // the timers run a binary that is gone: re-arm with this one
+	}
 	if ok {
 		agree, _ = timerAgrees(be.Name(), r.env.Local, *r.st.Wake, got)
 		if agree && got.After(r.st.Wake.Add(2*time.Minute)) {
@@ -373,8 +430,7 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 	}
 	// Check the agent the way session 1 will run it: on the captured PATH, headless, answering
 	// --version (for the known CLIs), so that a missing install or login is said now.
-	agentEnv := withoutVars(mergeEnv(env.Environ, r.capturedEnv()), cfg.secretNames())
-	if err := agent.Check(ctx, *cmd.Agent, agentEnv, dir); err != nil {
+	if err := agent.Check(ctx, *cmd.Agent, r.agentEnv(), dir); err != nil {
 		var ce *agent.CheckError
 		if errors.As(err, &ce) {
 			return usageErr(ce.Hint, "agent %q cannot run: %v", cmd.Line, ce)
@@ -393,7 +449,7 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 	_ = os.Remove(r.private(WakeRequest))
 	st.Chamber = dir
 	st.ID = timer.ID(dir)
-	st.Binary = env.Binary
+	st.Binary = env.Binary // what the timers run from now on (a manual wake by another build does not change it)
 	st.Plan = filepath.Base(planAbs)
 	st.Agent = opts.Agent
 	st.Command = ""
@@ -401,6 +457,10 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 	st.Retries = 0
 	st.Timers = Timers{}
 	st.Fallbacks = nil
+	st.Claimed = nil
+	if err := r.accept(); err != nil {
+		return &Error{Status: 1, Msg: "cannot record the accepted configuration", Err: err}
+	}
 	if err := register(env.Registry, dir); err != nil {
 		r.printf("warning: cannot record the chamber for `cryochamber ps`: %v", err)
 	}
@@ -460,7 +520,10 @@ func (r *runner) captureEnv() (missing []string, err error) {
 	if err != nil {
 		return nil, usageErr("remove the newline or other control character (a tab included) from that variable, or leave it out of agent_env", "cannot capture the environment: %v", err)
 	}
-	if err := writePrivate(r.private(EnvFileName), data); err != nil {
+	if _, err := privateStateDir(r.env, r.chamberID()); err != nil {
+		return nil, &Error{Status: 1, Msg: "cannot create the chamber's private state directory", Err: err}
+	}
+	if err := writePrivate(r.stateFile(EnvFileName), data); err != nil {
 		return nil, &Error{Status: 1, Err: err}
 	}
 	var secrets []string
@@ -476,7 +539,7 @@ func (r *runner) captureEnv() (missing []string, err error) {
 	if err != nil {
 		return nil, usageErr("the secret must be one line", "cannot capture the alert secrets: %v", err)
 	}
-	if err := writePrivate(r.private(SecretsFile), data); err != nil {
+	if err := writePrivate(r.stateFile(SecretsFile), data); err != nil {
 		return nil, &Error{Status: 1, Err: err}
 	}
 	return missing, nil
@@ -564,10 +627,17 @@ func Cancel(ctx context.Context, env *Env, opts CancelOptions) error {
 		r.st.Timers = Timers{}
 	}
 	if r.st.Phase == PhaseRunning {
-		// A session died: close its block so the log says what happened.
+		// A session died: close its block so the log says what happened, and answer what it
+		// claimed (messages get a reply, TODOs their retry items).
 		if info, err := sessionlog.CloseTorn(r.logPath(), env.Now()); err == nil && info != nil {
 			r.printf("closed the block of crashed session %d", info.Session)
 		}
+		end := env.Now().UTC().Truncate(time.Second)
+		o := outcome{start: end, end: end, exit: 2, reason: "crashed", detail: "the session's process died; the chamber was then cancelled"}
+		if err := r.finishClaims(ctx, r.st.Session, nil, o); err != nil {
+			r.printf("warning: %v", err)
+		}
+		r.st.Claimed = nil
 	}
 	r.st.Phase = PhaseCancelled
 	r.st.Wake = nil

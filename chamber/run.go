@@ -644,9 +644,17 @@ func (r *runner) arm(ctx context.Context, rep *validate.Report, t time.Time) err
 		return err
 	}
 	ch := r.timerChamber()
-	if err := be.Arm(ctx, ch, timer.Job{Kind: timer.Wake, At: t, Argv: r.wakeArgv()}); err != nil {
-		rep.Add(4, validate.Fail, "%s: %v", be.Name(), err)
-		return err
+	wakeJob := timer.Job{Kind: timer.Wake, At: t, Argv: r.wakeArgv()}
+	fb := t.Add(r.cfg.FallbackAfter.D).UTC()
+	fbJob := timer.Job{Kind: timer.Fallback, At: fb, Argv: r.fallbackArgv()}
+	// Both timers in one step (one reload of the user manager). If that fails, the wake alone
+	// still decides whether we may hibernate; the dead-man timer is only worth a warning.
+	fbErr := be.Arm(ctx, ch, wakeJob, fbJob)
+	if fbErr != nil {
+		if err := be.Arm(ctx, ch, wakeJob); err != nil {
+			rep.Add(4, validate.Fail, "%s: %v", be.Name(), err)
+			return err
+		}
 	}
 	rep.Add(4, validate.Pass, "%s %s-wake", be.Name(), r.st.ID)
 	got, ok, err := be.Next(ctx, r.st.ID, timer.Wake)
@@ -666,10 +674,9 @@ func (r *runner) arm(ctx context.Context, rep *validate.Report, t time.Time) err
 	}
 	wt := t.UTC()
 	r.st.Timers.Wake = &wt
-	fb := t.Add(r.cfg.FallbackAfter.D).UTC()
 	r.st.Timers.Fallback = nil
-	if err := be.Arm(ctx, ch, timer.Job{Kind: timer.Fallback, At: fb, Argv: r.fallbackArgv()}); err != nil {
-		rep.Add(6, validate.Warn, "no dead-man timer: %v", err)
+	if fbErr != nil {
+		rep.Add(6, validate.Warn, "no dead-man timer: %v", fbErr)
 	} else if _, ok, err := be.Next(ctx, r.st.ID, timer.Fallback); err != nil || !ok {
 		rep.Add(6, validate.Warn, "the dead-man timer does not report a next elapse (%v)", err)
 	} else {

@@ -491,7 +491,17 @@ func (b *launchdBackend) uninstall(ctx context.Context, label string) error {
 	return nil
 }
 
-func (b *launchdBackend) Arm(ctx context.Context, c Chamber, j Job) error {
+// Arm loads each job's plist in turn: launchd has no reload to share.
+func (b *launchdBackend) Arm(ctx context.Context, c Chamber, jobs ...Job) error {
+	for _, j := range jobs {
+		if err := b.arm(ctx, c, j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *launchdBackend) arm(ctx context.Context, c Chamber, j Job) error {
 	if err := checkID(c.ID); err != nil {
 		return err
 	}

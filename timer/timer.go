@@ -61,9 +61,10 @@ type Installed struct {
 type Backend interface {
 	// Name is "systemd" or "launchd".
 	Name() string
-	// Arm installs (or replaces) the timer of j.Kind for c and starts it. It does not wait for
-	// the timer to fire.
-	Arm(ctx context.Context, c Chamber, j Job) error
+	// Arm installs (or replaces) the timers of the jobs (one per kind) for c and starts them,
+	// in one step where the OS allows it (systemd: one reload of the user manager for all).
+	// It does not wait for the timers to fire.
+	Arm(ctx context.Context, c Chamber, jobs ...Job) error
 	// Next reports the next elapse the OS itself has computed for that timer. ok is false when
 	// the timer is not installed or has no next elapse.
 	Next(ctx context.Context, id string, k Kind) (t time.Time, ok bool, err error)

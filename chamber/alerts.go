@@ -178,6 +178,9 @@ func sendAlert(ctx context.Context, cfg *Config, dir string, env []string, a Ale
 	}
 	rec := &AlertRecord{At: a.Time, Session: a.Session, Reason: a.Reason, OK: true}
 	out := filepath.Join(dir, outboxDir)
+	// Written first, marked pending: a process killed while delivering leaves it for the next
+	// lock holder to deliver (redeliverPending).
+	msg.Delivery = deliveryPending + " " + encodeTargets(a.Targets)
 	if _, err := message.Write(out, msg); err != nil {
 		rec.OK = false
 		rec.Results = append(rec.Results, "outbox: "+err.Error())
@@ -206,6 +209,69 @@ func (a *AlertRecord) summary() string {
 		return ""
 	}
 	return strings.Join(a.Results, "; ")
+}
+
+// deliveryPending marks an alert written to the outbox whose delivery has not finished.
+const deliveryPending = "pending:"
+
+func encodeTargets(ts []FallbackEntry) string {
+	var parts []string
+	for _, t := range ts {
+		parts = append(parts, t.Action+"="+t.Target)
+	}
+	return strings.Join(parts, " ")
+}
+
+func decodeTargets(s string) []FallbackEntry {
+	var out []FallbackEntry
+	for _, f := range strings.Fields(s) {
+		if a, t, ok := strings.Cut(f, "="); ok && (a == "email" || a == "webhook") {
+			out = append(out, FallbackEntry{Action: a, Target: t})
+		}
+	}
+	return out
+}
+
+// redeliverPending delivers the alerts of the last week whose delivery was cut short (the
+// process was killed while sending). Only the lock holder calls it; an alert is pending for
+// two minutes before it counts as cut short, longer than a delivery takes.
+func (r *runner) redeliverPending(ctx context.Context) {
+	out := r.path(outboxDir)
+	names, err := message.Names(out)
+	if err != nil {
+		return
+	}
+	now := r.now().UTC()
+	since := now.Add(-7 * 24 * time.Hour).Format("20060102T150405")
+	for _, name := range names {
+		if name < since {
+			continue // names start with their UTC time: older than a week
+		}
+		m, err := message.Read(out, name)
+		if err != nil || m.Kind != message.KindAlert || !strings.HasPrefix(m.Delivery, deliveryPending) || now.Sub(m.Time) < 2*time.Minute {
+			continue
+		}
+		a := Alert{Chamber: r.dir, Session: m.Session, Text: m.Body, Time: m.Time, Targets: decodeTargets(strings.TrimPrefix(m.Delivery, deliveryPending))}
+		if i := strings.LastIndex(m.Subject, ": "); i >= 0 {
+			a.Reason = strings.Fields(m.Subject[i+2:] + " x")[0]
+		}
+		var results []string
+		for _, t := range a.Targets {
+			if err := deliver(ctx, r.cfg, r.alertEnv(), a, t); err != nil {
+				results = append(results, fmt.Sprintf("%s %s: FAILED: %v", t.Action, t.Target, err))
+			} else {
+				results = append(results, fmt.Sprintf("%s %s: delivered", t.Action, t.Target))
+			}
+		}
+		if len(results) == 0 {
+			results = append(results, "no targets configured: written to messages/outbox only")
+		}
+		m.Delivery = "redelivered after an interruption: " + strings.Join(results, "; ")
+		if err := message.Rewrite(out, m); err == nil {
+			_ = sessionlog.AppendNote(r.logPath(), r.now(), "alert "+m.ID+": "+m.Delivery)
+			r.printf("alert %s %s", m.ID, m.Delivery)
+		}
+	}
 }
 
 // fallbackPolicy lists the FALLBACK markers whose target the operator does not allow.

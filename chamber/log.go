@@ -31,7 +31,7 @@ func PrintLog(ctx context.Context, env *Env, opts LogOptions) error {
 	case errors.Is(err, sessionlog.ErrNotFound):
 		return usageErr("`cryochamber status` shows the latest session number", "session %d is not in cryo.log", opts.Session)
 	case errors.Is(err, sessionlog.ErrNoBlocks):
-		return failErr("", "cryo.log has no session yet")
+		return failErr("the first session is written by `cryochamber start`", "cryo.log has no session yet")
 	case err != nil:
 		return &Error{Status: 1, Msg: fmt.Sprintf("cannot read %s/%s", dir, LogFile), Err: err}
 	}

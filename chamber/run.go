@@ -880,16 +880,7 @@ func (r *runner) disarmAll(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cannot reach the timer manager to remove timers: %w", err)
 	}
-	var errs []error
-	for _, k := range timer.Kinds {
-		if err := be.Disarm(ctx, r.st.ID, k); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := be.Unwatch(ctx, r.st.ID); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return disarmID(ctx, be, r.st.ID)
 }
 
 func (r *runner) recordMarkers(m *marker.Result) {

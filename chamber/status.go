@@ -202,7 +202,7 @@ func undeliveredAlerts(dir string, names []string) int {
 		if err != nil || m.Kind != message.KindAlert {
 			continue
 		}
-		if strings.Contains(m.Delivery, "FAILED") || strings.Contains(m.Delivery, "not sent") {
+		if strings.Contains(m.Delivery, "FAILED") || strings.HasPrefix(m.Delivery, deliveryPending) {
 			n++
 		}
 	}

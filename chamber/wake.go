@@ -109,6 +109,7 @@ func acquire(dir string, env *Env, command string) (r *runner, done bool, err er
 	}
 	atomicfile.RemoveStale(dir, StateFile)
 	atomicfile.RemoveStale(dir, TodoFile)
+	r.redeliverPending(context.Background())
 	if h := st.Holder; h != nil && h.PID != env.PID {
 		r.printf("warning: took over the lock from pid %d (session %d, %s since %s), which died holding it",
 			h.PID, h.Session, h.Command, h.Since.Format(time.RFC3339))
@@ -258,7 +259,8 @@ func (r *runner) recover(ctx context.Context) (bool, error) {
 		info, err = nil, nil
 	}
 	if err != nil && !errors.Is(err, sessionlog.ErrNoBlocks) {
-		return true, &Error{Status: 1, Msg: "cannot read cryo.log to recover session " + fmt.Sprint(n), Err: err}
+		return true, &Error{Status: 1, Msg: "cannot read cryo.log to recover session " + fmt.Sprint(n), Err: err,
+			Hint: "check that cryo.log is readable; `cryochamber status` shows the state"}
 	}
 	due := r.now()
 	if r.st.Wake != nil {
@@ -571,7 +573,13 @@ func Cancel(ctx context.Context, env *Env, opts CancelOptions) error {
 	}
 	cfg, st, err := loadForCommand(dir, env)
 	if err != nil {
-		return err
+		// cryo.toml or timer.json does not load: still remove every timer, by the ID the path
+		// gives, so a broken chamber can always be stopped.
+		if rmErr := removeByID(ctx, env, dir); rmErr != nil {
+			return &Error{Status: 1, Msg: "could not remove the timers", Err: errors.Join(err, rmErr)}
+		}
+		fmt.Fprintf(env.Stdout, "removed every timer of %s; the chamber's files could not be read (%v): fix them before starting it again\n", dir, err)
+		return nil
 	}
 	// The tombstone first: a session that arms after this point sees it and disarms.
 	if err := ensurePrivateDir(dir); err != nil {
@@ -671,17 +679,31 @@ func cancelOrphan(ctx context.Context, env *Env, dir string) error {
 	if !found {
 		return notChamber(dir)
 	}
-	var errs []error
-	for _, k := range timer.Kinds {
-		errs = append(errs, be.Disarm(ctx, id, k))
-	}
-	errs = append(errs, be.Unwatch(ctx, id))
-	if err := errors.Join(errs...); err != nil {
+	if err := disarmID(ctx, be, id); err != nil {
 		return &Error{Status: 1, Msg: "could not remove every timer of " + id, Err: err}
 	}
 	_ = unregister(env.Registry, dir)
 	fmt.Fprintf(env.Stdout, "removed the timers of %s (%s): the chamber itself is gone\n", dir, id)
 	return nil
+}
+
+// removeByID removes every timer of the chamber at dir, whatever its files say.
+func removeByID(ctx context.Context, env *Env, dir string) error {
+	be, err := env.OpenBackend(ctx, "")
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	return disarmID(ctx, be, timer.ID(dir))
+}
+
+func disarmID(ctx context.Context, be timer.Backend, id string) error {
+	var errs []error
+	for _, k := range timer.Kinds {
+		errs = append(errs, be.Disarm(ctx, id, k))
+	}
+	errs = append(errs, be.Unwatch(ctx, id))
+	return errors.Join(errs...)
 }
 
 // cancelRequested reports whether `cancel` ran since the last start.

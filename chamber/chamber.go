@@ -62,12 +62,8 @@ func (e *Env) checkpoint(name string) {
 
 // Getenv looks a variable up in Env.Environ.
 func (e *Env) Getenv(k string) string {
-	for i := len(e.Environ) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(e.Environ[i], k+"="); ok {
-			return v
-		}
-	}
-	return ""
+	v, _ := lookupEnv(e.Environ, k)
+	return v
 }
 
 // Error is a failure with the exit status the CLI should use and a hint for the user.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -24,6 +25,25 @@ import (
 
 // register adds dir to the registry (idempotent). A failure is reported but never stops a start.
 func register(registry, dir string) error {
+	return updateRegistry(registry, func(dirs []string) []string {
+		if slices.Contains(dirs, dir) {
+			return dirs
+		}
+		return append(dirs, dir)
+	})
+}
+
+// unregister removes dir from the registry (a chamber whose timers were removed after it was
+// deleted). Best effort, like register.
+func unregister(registry, dir string) error {
+	return updateRegistry(registry, func(dirs []string) []string {
+		return slices.DeleteFunc(dirs, func(d string) bool { return d == dir })
+	})
+}
+
+// updateRegistry rewrites the registry under its own lock (two starts at once must not lose an
+// entry), atomically.
+func updateRegistry(registry string, change func([]string) []string) error {
 	if registry == "" {
 		return nil
 	}
@@ -39,39 +59,9 @@ func register(registry, dir string) error {
 		return err
 	}
 	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
-	dirs := readRegistry(registry)
-	for _, d := range dirs {
-		if d == dir {
-			return nil
-		}
-	}
-	dirs = append(dirs, dir)
+	dirs := change(readRegistry(registry))
 	sort.Strings(dirs)
 	return atomicWrite(registry, []byte(strings.Join(dirs, "\n")+"\n"), 0o600)
-}
-
-// unregister removes dir from the registry (a chamber whose timers were removed after it was
-// deleted). Best effort, like register.
-func unregister(registry, dir string) error {
-	if registry == "" {
-		return nil
-	}
-	lf, err := os.OpenFile(registry+".lock", os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return err
-	}
-	defer lf.Close()
-	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
-		return err
-	}
-	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
-	var keep []string
-	for _, d := range readRegistry(registry) {
-		if d != dir {
-			keep = append(keep, d)
-		}
-	}
-	return atomicWrite(registry, []byte(strings.Join(keep, "\n")+"\n"), 0o600)
 }
 
 func readRegistry(registry string) []string {

@@ -532,7 +532,7 @@ func (r *runner) captureEnv() (missing []string, err error) {
 	for _, k := range r.cfg.secretNames() {
 		v, ok := lookupEnv(r.env.Environ, k)
 		if !ok || v == "" {
-			return nil, usageErr(fmt.Sprintf("export %s before `cryochamber start` (it is captured into .cryo/secrets, mode 0600, never given to the agent)", k),
+			return nil, usageErr(fmt.Sprintf("export %s before `cryochamber start` (it is captured, mode 0600, outside the chamber, and never given to the agent)", k),
 				"cryo.toml names %s for alert delivery, but it is not set", k)
 		}
 		secrets = append(secrets, k+"="+v)

@@ -145,17 +145,15 @@ func (r *runner) acceptedConfig() *Config {
 	return c
 }
 
-// checkPin compares the chamber with what the operator accepted. It returns what changed.
+// checkPin compares an active chamber with what the operator accepted and returns what
+// changed. A stopped chamber has nothing to protect: its next start accepts anew.
 func (r *runner) checkPin() []string {
-	if r.env.StateDir == "" {
+	if r.env.StateDir == "" || !r.st.Phase.Active() {
 		return nil
 	}
 	data, err := os.ReadFile(filepath.Join(r.env.StateDir, "chambers", r.chamberID(), "pin.json"))
 	if err != nil {
-		if r.st.Phase.Active() {
-			return []string{"the accepted configuration is missing (" + err.Error() + ")"}
-		}
-		return nil
+		return []string{"the accepted configuration is missing (" + err.Error() + ")"}
 	}
 	var p pinFile
 	if err := json.Unmarshal(data, &p); err != nil {
@@ -190,11 +188,14 @@ func (r *runner) refuseTampered(changed []string) error {
 	}
 	r.st.Binary = "" // never arm with a binary path we did not write
 	r.st.ID = r.chamberID()
-	return msg2err(r, msg)
+	return r.stopAndAlert(msg)
 }
 
-func msg2err(r *runner, msg string) error {
-	ctx, cancel := contextWithTimeout()
+// stopAndAlert stops a chamber that must not run: nothing stays armed, the state says failed,
+// and the alert goes out (with whatever configuration r holds: the accepted one when the
+// chamber's own cannot be trusted).
+func (r *runner) stopAndAlert(msg string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), hibernateTimeout)
 	defer cancel()
 	if err := r.disarmAll(ctx); err != nil {
 		r.printf("warning: %v", err)
@@ -208,10 +209,6 @@ func msg2err(r *runner, msg string) error {
 	r.alert(ctx, r.st.Session, "changed", "refused to run: "+msg+". If you made this change, run `cryochamber reload --dir "+r.dir+"` and then `cryochamber start` again.", nil)
 	return &Error{Status: 1, Msg: "refused to run: " + msg,
 		Hint: "if you made this change: cryochamber reload --dir " + r.dir + ", then cryochamber start " + filepath.Join(r.dir, r.planName()) + "; if not, the agent (or something else) edited files it must not: read cryo.log"}
-}
-
-func contextWithTimeout() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), hibernateTimeout)
 }
 
 // ReloadOptions are the options of `cryochamber reload`.

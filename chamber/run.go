@@ -38,6 +38,9 @@ type runner struct {
 
 	warnings    []string       // for the next prompt
 	lastMarkers *marker.Result // the markers being judged (a refusal still delivers their REPLYs)
+
+	envLoaded bool     // envVars holds the environment file, read once
+	envVars   []string // see capturedEnv
 }
 
 func (r *runner) now() time.Time { return r.env.Now() }
@@ -134,16 +137,20 @@ func (r *runner) agentEnv() []string {
 }
 
 // capturedEnv is the environment file written at start: PATH, HOME and agent_env.
+// capturedEnv is the environment file written at start (read once per command).
 func (r *runner) capturedEnv() []string {
+	if r.envLoaded {
+		return r.envVars
+	}
+	r.envLoaded = true
 	data, err := os.ReadFile(r.stateFile(EnvFileName))
 	if err != nil {
 		return nil
 	}
-	vars, err := timer.ParseEnvFile(data)
-	if err != nil {
-		return nil
+	if r.envVars, err = timer.ParseEnvFile(data); err != nil {
+		r.envVars = nil
 	}
-	return vars
+	return r.envVars
 }
 
 func (r *runner) capturedPath() string {

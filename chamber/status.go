@@ -98,7 +98,7 @@ func Status(ctx context.Context, env *Env, opts StatusOptions) (*StatusInfo, err
 	if r.cancelRequested() && st.Phase != PhaseCancelled {
 		s.Warnings = append(s.Warnings, "cancel was requested while a session ran; it will not re-arm")
 	}
-	if changed := r.checkPin(); len(changed) > 0 && st.Phase.Active() {
+	if changed := r.checkPin(); len(changed) > 0 {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("%s changed since the chamber was started: the next wake will refuse to run; if you made the change, run `cryochamber reload --dir %s`", strings.Join(changed, ", "), dir))
 	}
 	if st.Binary != "" && st.Phase.Active() {
@@ -459,7 +459,7 @@ func Fallback(ctx context.Context, env *Env, opts FallbackOptions) error {
 	}
 	r := &runner{env: env, dir: dir, cfg: cfg, st: st, lock: lock, out: env.Stdout}
 	defer r.close()
-	if changed := r.checkPin(); len(changed) > 0 && st.Phase.Active() {
+	if changed := r.checkPin(); len(changed) > 0 {
 		return r.refuseTampered(changed)
 	}
 	switch {

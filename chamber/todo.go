@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"time"
 
@@ -228,6 +227,3 @@ func (r *runner) pendingWake(now time.Time) (*time.Time, string) {
 	}
 	return best, why
 }
-
-// todoPath is the file's path (for tests and status).
-func todoPath(dir string) string { return filepath.Join(dir, TodoFile) }

@@ -102,7 +102,7 @@ func acquire(dir string, env *Env, command string) (r *runner, done bool, err er
 		st = st2
 	}
 	r = &runner{env: env, dir: dir, cfg: cfg, st: st, lock: lock, out: env.Stdout}
-	if changed := r.checkPin(); len(changed) > 0 && st.Phase.Active() {
+	if changed := r.checkPin(); len(changed) > 0 {
 		err := r.refuseTampered(changed)
 		r.close()
 		return nil, false, err
@@ -136,7 +136,7 @@ func alertBrokenConfig(dir string, env *Env, cfgErr *ConfigError) {
 	if r.cfg == nil {
 		r.cfg, _ = ParseConfig(ConfigFile, nil, env.Local)
 	}
-	_ = msg2err(r, "cryo.toml no longer loads ("+cfgErr.Error()+")")
+	_ = r.stopAndAlert("cryo.toml no longer loads (" + cfgErr.Error() + ")")
 }
 
 // waitLock waits (at most lockWait) for a lock held by something other than a running session.
@@ -528,6 +528,7 @@ func (r *runner) captureEnv() (missing []string, err error) {
 	if err := writePrivate(r.stateFile(EnvFileName), data); err != nil {
 		return nil, &Error{Status: 1, Err: err}
 	}
+	r.envLoaded, r.envVars = true, vars
 	var secrets []string
 	for _, k := range r.cfg.secretNames() {
 		v, ok := lookupEnv(r.env.Environ, k)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -164,11 +165,7 @@ func LogWritable(path string) (Status, string) {
 		return Pass, path
 	}
 	if os.IsNotExist(err) {
-		dir := path[:strings.LastIndexByte(path, '/')+1]
-		if dir == "" {
-			dir = "."
-		}
-		if err := syscall.Access(dir, 2 /* W_OK */); err != nil {
+		if err := syscall.Access(filepath.Dir(path), 2 /* W_OK */); err != nil {
 			return Fail, fmt.Sprintf("cannot create %s: %v", path, err)
 		}
 		return Pass, path + " (not created yet)"

@@ -1,4 +1,4 @@
-package sessionlog
+package termtext
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// sanitizeReference is sanitizeAppend as it was before its printable-ASCII fast path, one byte
+// sanitizeReference is Append as it was before its printable-ASCII fast path, one byte
 // or rune at a time: the fast path must never change what the log records.
 func sanitizeReference(dst, src []byte, inRun bool) ([]byte, bool) {
 	for i := 0; i < len(src); {
@@ -75,12 +75,12 @@ func TestSanitizeMatchesReference(t *testing.T) {
 	for _, tt := range sanitizeCases {
 		t.Run(tt.name, func(t *testing.T) {
 			want, wantRun := sanitizeReference([]byte("x"), []byte(tt.in), tt.run)
-			got, gotRun := sanitizeAppend([]byte("x"), []byte(tt.in), tt.run)
+			got, gotRun := Append([]byte("x"), []byte(tt.in), tt.run)
 			if !bytes.Equal(got, want) || gotRun != wantRun {
-				t.Errorf("sanitizeAppend(%q, %v) = %q, %v; the reference gives %q, %v", tt.in, tt.run, got, gotRun, want, wantRun)
+				t.Errorf("Append(%q, %v) = %q, %v; the reference gives %q, %v", tt.in, tt.run, got, gotRun, want, wantRun)
 			}
 			if !utf8.Valid(got) {
-				t.Errorf("sanitizeAppend(%q) = %q: not valid UTF-8", tt.in, got)
+				t.Errorf("Append(%q) = %q: not valid UTF-8", tt.in, got)
 			}
 		})
 	}
@@ -92,9 +92,9 @@ func FuzzSanitizeMatchesReference(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte, run bool) {
 		want, wantRun := sanitizeReference(nil, in, run)
-		got, gotRun := sanitizeAppend(nil, in, run)
+		got, gotRun := Append(nil, in, run)
 		if !bytes.Equal(got, want) || gotRun != wantRun {
-			t.Fatalf("sanitizeAppend(%q, %v) = %q, %v; the reference gives %q, %v", in, run, got, gotRun, want, wantRun)
+			t.Fatalf("Append(%q, %v) = %q, %v; the reference gives %q, %v", in, run, got, gotRun, want, wantRun)
 		}
 	})
 }
@@ -117,7 +117,7 @@ func benchSanitize(b *testing.B, name string, line []byte) {
 	for _, impl := range []struct {
 		name string
 		fn   func([]byte, []byte, bool) ([]byte, bool)
-	}{{"fast", sanitizeAppend}, {"reference", sanitizeReference}} {
+	}{{"fast", Append}, {"reference", sanitizeReference}} {
 		b.Run(name+"/"+impl.name, func(b *testing.B) {
 			b.SetBytes(int64(len(line)))
 			var dst []byte
@@ -125,5 +125,13 @@ func benchSanitize(b *testing.B, name string, line []byte) {
 				dst, _ = impl.fn(dst[:0], line, false)
 			}
 		})
+	}
+}
+
+func TestTextKeepsLinesAndRemovesEscapes(t *testing.T) {
+	in := "hello\x1b]52;c;cHduZWQ=\x07\r\nsecond \x1b[2J line\n"
+	want := "hello\uFFFD]52;c;cHduZWQ=\uFFFD\nsecond \uFFFD[2J line\n"
+	if got := Text(in); got != want {
+		t.Errorf("Text(%q) = %q, want %q", in, got, want)
 	}
 }

@@ -14,16 +14,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/cryochamber/cryochamber/internal/atomicfile"
+	"github.com/cryochamber/cryochamber/internal/confined"
 )
 
 // Directories of a chamber's mailbox, relative to the chamber.
@@ -276,11 +275,13 @@ func slug(s string) string {
 	return out
 }
 
-// Write publishes m into dir and returns the file's path: under m.ID when set (os.ErrExist if
-// that name is taken), else under a fresh name from NewID. The file is
-// written to a hidden temp file, fsynced, then linked to its final name: link(2) fails rather
-// than replace an existing file, so no message ever overwrites another.
-func Write(dir string, m *Message) (string, error) {
+// Write publishes m into the directory dir of the chamber fs (message.InboxDir, ...) and returns
+// the file's name: under m.ID when set (os.ErrExist if that name is taken), else under a fresh
+// name from NewID. The file (0600, in a 0700 directory: messages are private like the log) is
+// written to a hidden temporary file, fsynced, then linked to its final name: link(2) fails
+// rather than replace an existing file, so no message ever overwrites another, and a symlink
+// planted under that name is never followed.
+func Write(fs *confined.Dir, dir string, m *Message) (string, error) {
 	if m.Time.IsZero() {
 		return "", errors.New("message has no time")
 	}
@@ -288,66 +289,61 @@ func Write(dir string, m *Message) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	f, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return "", err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return "", err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return "", err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return "", err
-	}
-	if err := f.Close(); err != nil {
+	if err := fs.MkdirAll(dir, DirMode); err != nil {
 		return "", err
 	}
 	if m.ID != "" {
 		// A caller-chosen name makes the write idempotent: a second write of the same message
 		// (a recovery re-running a step) finds it there and reports os.ErrExist.
-		final := filepath.Join(dir, m.ID+".md")
-		if err := os.Link(tmp, final); err != nil {
-			return "", err
+		if !ValidName(m.ID + ".md") {
+			return "", fmt.Errorf("message name %q is not a valid message name", m.ID)
 		}
-		return final, atomicfile.SyncDir(dir)
+		name := m.ID + ".md"
+		return name, fs.CreateNew(path.Join(dir, name), data, FileMode)
 	}
 	for attempt := 0; attempt < 8; attempt++ {
 		id := NewID(m.Time, m.From)
-		final := filepath.Join(dir, id+".md")
-		if err := os.Link(tmp, final); err != nil {
-			if errors.Is(err, os.ErrExist) {
-				continue
-			}
+		err := fs.CreateNew(path.Join(dir, id+".md"), data, FileMode)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
 			return "", err
 		}
 		m.ID = id
-		return final, atomicfile.SyncDir(dir)
+		return id + ".md", nil
 	}
 	return "", fmt.Errorf("could not find a free message name in %s", dir)
 }
 
-// Rewrite replaces an existing message file (to record a delivery result) atomically.
-func Rewrite(dir string, m *Message) error {
-	data, err := m.Marshal()
-	if err != nil {
-		return err
+// Modes of the mailbox: messages are as private as the log.
+const (
+	FileMode = 0o600
+	DirMode  = 0o700
+)
+
+// ValidName reports whether name is a message file name cryochamber would use: one path
+// element, not hidden, ending in ".md", of letters, digits, '.', '-' and '_' only. Names read
+// from anywhere (a claim list, a directory) are checked before they are used as paths.
+func ValidName(name string) bool {
+	if len(name) < 4 || len(name) > 200 || name[0] == '.' || !strings.HasSuffix(name, ".md") {
+		return false
 	}
-	return atomicfile.Write(filepath.Join(dir, m.ID+".md"), data, 0o644)
+	for _, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
-// Names lists the message files of dir in time order (hidden and temp files skipped).
-func Names(dir string) ([]string, error) {
-	ents, err := os.ReadDir(dir)
+// Names lists the message files of the directory dir of the chamber fs in time order. Only
+// regular files with a valid message name count: a symlink, a FIFO, a directory or a hidden or
+// temporary file is not a message.
+func Names(fs *confined.Dir, dir string) ([]string, error) {
+	ents, err := fs.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -356,24 +352,21 @@ func Names(dir string) ([]string, error) {
 	}
 	var names []string
 	for _, e := range ents {
-		n := e.Name()
-		if e.IsDir() || strings.HasPrefix(n, ".") || !strings.HasSuffix(n, ".md") {
-			continue
+		if n := e.Name(); e.Type().IsRegular() && ValidName(n) {
+			names = append(names, n)
 		}
-		names = append(names, n)
 	}
 	sort.Strings(names)
 	return names, nil
 }
 
-// Read loads one message file, bounded by MaxSize.
-func Read(dir, name string) (*Message, error) {
-	f, err := os.Open(filepath.Join(dir, name))
-	if err != nil {
-		return nil, err
+// Read loads one message file, bounded by MaxSize. A name that is not a regular file (a symlink
+// to a private key, a FIFO) is refused without being followed or waited on.
+func Read(fs *confined.Dir, dir, name string) (*Message, error) {
+	if !ValidName(name) {
+		return nil, fmt.Errorf("%q is not a message name", name)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	data, err := fs.ReadFile(path.Join(dir, name), MaxSize)
 	if err != nil {
 		return nil, err
 	}

@@ -2,10 +2,12 @@ package message
 
 import (
 	"errors"
+	"github.com/cryochamber/cryochamber/internal/confined"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -76,51 +78,53 @@ func TestHeaderInjectionRefused(t *testing.T) {
 // TestWriteNeverOverwrites: concurrent writers all land, in distinct files; a fixed ID is
 // written once.
 func TestWriteNeverOverwrites(t *testing.T) {
-	dir := t.TempDir()
+	fs := openTemp(t)
+	const dir = InboxDir
 	when := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // the same instant for everyone
 	var wg sync.WaitGroup
 	for i := 0; i < 40; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			if _, err := Write(dir, &Message{From: "bob", Time: when, Body: strings.Repeat("x", i)}); err != nil {
+			if _, err := Write(fs, dir, &Message{From: "bob", Time: when, Body: strings.Repeat("x", i)}); err != nil {
 				t.Error(err)
 			}
 		}(i)
 	}
 	wg.Wait()
-	names, err := Names(dir)
+	names, err := Names(fs, dir)
 	if err != nil || len(names) != 40 {
 		t.Fatalf("%d messages (%v), want 40", len(names), err)
 	}
 	m := &Message{ID: "fixed", From: "x", Time: when}
-	if _, err := Write(dir, m); err != nil {
+	if _, err := Write(fs, dir, m); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Write(dir, &Message{ID: "fixed", From: "y", Time: when}); !errors.Is(err, os.ErrExist) {
+	if _, err := Write(fs, dir, &Message{ID: "fixed", From: "y", Time: when}); !errors.Is(err, os.ErrExist) {
 		t.Fatalf("second write of a fixed ID: %v, want ErrExist", err)
 	}
-	got, _ := Read(dir, "fixed.md")
+	got, _ := Read(fs, dir, "fixed.md")
 	if got.From != "x" {
 		t.Fatal("the fixed-ID message was overwritten")
 	}
-	if tmp, _ := filepath.Glob(filepath.Join(dir, ".tmp-*")); len(tmp) != 0 {
+	if tmp, _ := filepath.Glob(filepath.Join(fs.Path(), dir, ".*")); len(tmp) != 0 {
 		t.Fatalf("temp files left: %v", tmp)
 	}
 }
 
 func TestNamesSortByTime(t *testing.T) {
-	dir := t.TempDir()
+	fs := openTemp(t)
+	const dir = OutboxDir
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, d := range []time.Duration{3, 1, 2} {
-		if _, err := Write(dir, &Message{From: "z", Time: base.Add(d * time.Second), Body: d.String()}); err != nil {
+		if _, err := Write(fs, dir, &Message{From: "z", Time: base.Add(d * time.Second), Body: d.String()}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	names, _ := Names(dir)
+	names, _ := Names(fs, dir)
 	var bodies []string
 	for _, n := range names {
-		m, _ := Read(dir, n)
+		m, _ := Read(fs, dir, n)
 		bodies = append(bodies, strings.TrimSpace(m.Body))
 	}
 	if strings.Join(bodies, ",") != "1ns,2ns,3ns" {
@@ -159,4 +163,56 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("round trip changed the message:\n%+v\n%+v", m, m2)
 		}
 	})
+}
+
+func openTemp(t *testing.T) *confined.Dir {
+	t.Helper()
+	fs, err := confined.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.Close() })
+	return fs
+}
+
+// TestMailboxIsPrivateAndRefusesTraps: messages are 0600 in 0700 directories; a symlink planted
+// in the inbox (to a private key) or a FIFO is not a message, and reading one by name is refused
+// without following or blocking; a name from a claim list is never used as a path outside.
+func TestMailboxIsPrivateAndRefusesTraps(t *testing.T) {
+	fs := openTemp(t)
+	secret := filepath.Join(t.TempDir(), "id_ed25519")
+	if err := os.WriteFile(secret, []byte("PRIVATE KEY"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	name, err := Write(fs, InboxDir, &Message{From: "op", Time: time.Unix(1, 0), Body: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbox := filepath.Join(fs.Path(), InboxDir)
+	if fi, _ := os.Stat(filepath.Join(inbox, name)); fi.Mode().Perm() != 0o600 {
+		t.Errorf("message mode %v, want 0600", fi.Mode().Perm())
+	}
+	if fi, _ := os.Stat(inbox); fi.Mode().Perm() != 0o700 {
+		t.Errorf("inbox mode %v, want 0700", fi.Mode().Perm())
+	}
+	if err := os.Symlink(secret, filepath.Join(inbox, "20260101T000000.000000000Z-evil-00000000.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(inbox, "20260101T000001.000000000Z-fifo-00000000.md"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	names, err := Names(fs, InboxDir)
+	if err != nil || len(names) != 1 || names[0] != name {
+		t.Fatalf("Names = %v, %v; want only %s", names, err, name)
+	}
+	for _, n := range []string{"20260101T000000.000000000Z-evil-00000000.md", "20260101T000001.000000000Z-fifo-00000000.md"} {
+		if m, err := Read(fs, InboxDir, n); err == nil {
+			t.Errorf("Read(%s) = %q, want refused", n, m.Body)
+		}
+	}
+	for _, n := range []string{"../../outside.md", "a/b.md", ".hidden.md", "x.txt"} {
+		if _, err := Read(fs, InboxDir, n); err == nil || !strings.Contains(err.Error(), "not a message name") {
+			t.Errorf("Read(%q) = %v, want a refusal of the name", n, err)
+		}
+	}
 }

@@ -354,7 +354,7 @@ func TestLaunchdPlistutil(t *testing.T) {
 		t.Skip("plistutil not found (Debian package libplist-utils): cannot prove the plists well formed")
 	}
 	files, err := filepath.Glob(filepath.Join("testdata", "launchd", "*", "*.plist"))
-	if err != nil || len(files) != 6 {
+	if err != nil || len(files) != 8 {
 		t.Fatalf("golden plists: %d files, %v", len(files), err)
 	}
 	for _, f := range files {

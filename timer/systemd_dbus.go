@@ -512,6 +512,8 @@ var unitSuffixes = []struct {
 	{suffix: "-fallback.timer", kind: Fallback, timer: true},
 	{suffix: "-wake.service", kind: Wake, service: true},
 	{suffix: "-fallback.service", kind: Fallback, service: true},
+	{suffix: "-alert.timer", kind: Alert, timer: true},
+	{suffix: "-alert.service", kind: Alert, service: true},
 	{suffix: "-inbox.path", watch: true},
 }
 

@@ -504,7 +504,7 @@ func TestSystemdInstalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []timer.Installed{
-		{ID: a.ID, Dir: a.Dir, Kinds: []timer.Kind{timer.Wake, timer.Fallback}},
+		{ID: a.ID, Dir: a.Dir, Kinds: timer.Kinds},
 		{ID: b.ID, Dir: b.Dir, Watch: true},
 	}
 	slices.SortFunc(want, func(x, y timer.Installed) int { return strings.Compare(x.ID, y.ID) })

@@ -25,10 +25,13 @@ const (
 	Wake Kind = "wake"
 	// Fallback is the dead-man timer at WAKE + fallback_after: `cryochamber fallback`.
 	Fallback Kind = "fallback"
+	// Alert retries the delivery of alerts that did not arrive: `cryochamber fallback` again,
+	// which delivers what is due before its dead-man check.
+	Alert Kind = "alert"
 )
 
 // Kinds lists the timer kinds in the order they are armed.
-var Kinds = []Kind{Wake, Fallback}
+var Kinds = []Kind{Wake, Fallback, Alert}
 
 // Chamber is what the OS needs to know about the chamber that owns the timers.
 type Chamber struct {

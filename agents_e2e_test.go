@@ -245,7 +245,7 @@ func runAgentE2E(t *testing.T, c agentCase) {
 	// About 300 KB of inbox for the first prompt. The bodies carry markers: Codex echoes the
 	// prompt to stderr, and none of them may count.
 	for i := 1; i <= e2eBigMessages; i++ {
-		_, err := message.Write(filepath.Join(chamber, message.InboxDir), &message.Message{
+		_, err := mailWrite(chamber, message.InboxDir, &message.Message{
 			From: "e2e", Subject: fmt.Sprintf("bulk %d", i), Time: time.Now().UTC(), Kind: message.KindMessage,
 			Body: bigBody(i, e2eBigBody),
 		})

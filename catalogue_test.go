@@ -177,7 +177,7 @@ func answer(t *testing.T, b badInput) string {
 		if err := os.WriteFile(filepath.Join(dir, chamber.StateFile), []byte(b.input), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := chamber.LoadState(dir); err != nil {
+		if _, err := chamber.ReadStateFile(filepath.Join(dir, chamber.StateFile)); err != nil {
 			return err.Error()
 		}
 	case "log":

@@ -1,40 +1,31 @@
 package main
 
 import (
-	"context"
+	"github.com/urfave/cli/v2"
 
 	"github.com/cryochamber/cryochamber/chamber"
 )
 
-type wakeOptions struct {
-	Dir string
-	Now bool
-}
-
-func runWake(ctx context.Context, env *chamber.Env, opts wakeOptions) error {
-	return chamber.Wake(ctx, env, chamber.WakeOptions{Dir: opts.Dir, Now: opts.Now})
-}
-
-type fallbackOptions struct {
-	Dir string
-}
-
-func runFallback(ctx context.Context, env *chamber.Env, opts fallbackOptions) error {
-	return chamber.Fallback(ctx, env, chamber.FallbackOptions{Dir: opts.Dir})
-}
-
-type cancelOptions struct {
-	Dir string
-}
-
-func runCancel(ctx context.Context, env *chamber.Env, opts cancelOptions) error {
-	return chamber.Cancel(ctx, env, chamber.CancelOptions{Dir: opts.Dir})
-}
-
-type reloadOptions struct {
-	Dir string
-}
-
-func runReload(ctx context.Context, env *chamber.Env, opts reloadOptions) error {
-	return chamber.Reload(ctx, env, chamber.ReloadOptions{Dir: opts.Dir})
+func wakeCommand(env *chamber.Env) *cli.Command {
+	return &cli.Command{
+		Name:  "wake",
+		Usage: "run the session that is due (what the OS timer runs); --now runs one now; --at moves the plan's next wake",
+		Description: `Without flags, wake runs the session that is due, or does nothing (a timer that fires early
+or twice). --now runs a session at once. --at TIME moves the plan's next wake, with the time
+grammar of WAKE ("2026-12-01 09:00" in the chamber's zone, "2026-12-01T09:00+01:00", "+3d"),
+and reads the timer back.`,
+		Flags: []cli.Flag{dirFlag(),
+			&cli.BoolFlag{Name: "now", Usage: "run a session now even if none is due"},
+			&cli.StringFlag{Name: "at", Usage: "move the plan's next wake to `TIME` (WAKE's grammar)"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := noArgs(c); err != nil {
+				return err
+			}
+			if c.Bool("now") && c.String("at") != "" {
+				return &usageError{"--now and --at do not go together", "wake --now runs a session now; wake --at TIME moves the next one"}
+			}
+			return chamber.Wake(c.Context, env, chamber.WakeOptions{Dir: c.String("dir"), Now: c.Bool("now"), At: c.String("at")})
+		},
+	}
 }

@@ -72,7 +72,7 @@ echo "[CRYO:EXIT 0] ok"
 if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE +7s]"; else echo "[CRYO:WAKE +1h]"; fi
 `
 	dir, env := newChamber(t, m, "fifty", agent, "watch_inbox = false\n")
-	st, err := chamber.LoadState(dir)
+	st, err := stateOf(m, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE +7s]"; else echo "[CRYO:WAKE +
 		}
 	}
 	waitUntil(t, 20*time.Second, "session 2 to hibernate", func() bool {
-		st, err := chamber.LoadState(dir)
+		st, err := stateOf(m, dir)
 		return err == nil && st.Session >= 2 && st.Phase == chamber.PhaseArmed
 	})
 	time.Sleep(time.Second) // anything still racing would show up now
@@ -130,10 +130,10 @@ echo "[CRYO:WAKE +1h]"
 		<-done
 		// A session that was running when cancel came finishes and does not re-arm.
 		waitUntil(t, 10*time.Second, "the chamber to settle", func() bool {
-			st, err := chamber.LoadState(dir)
+			st, err := stateOf(m, dir)
 			return err == nil && st.Phase != chamber.PhaseRunning
 		})
-		st, _ := chamber.LoadState(dir)
+		st, _ := stateOf(m, dir)
 		if st.Phase != chamber.PhaseCancelled {
 			t.Fatalf("round %d: phase %s, want cancelled", round, st.Phase)
 		}
@@ -192,10 +192,9 @@ case "$last" in *"Messages claimed"*) echo '[CRYO:REPLY "ok"]';; esac
 	if code, out := bin(t, env, dir, "wake", "--dir", dir, "--now"); code != 0 {
 		t.Fatalf("wake: %s", out)
 	}
-	archive := filepath.Join(dir, message.ArchiveDir)
-	names, _ := message.Names(archive)
+	names, _ := mailNames(dir, message.ArchiveDir)
 	if len(names) != senders {
-		inbox, _ := message.Names(filepath.Join(dir, message.InboxDir))
+		inbox, _ := mailNames(dir, message.InboxDir)
 		t.Fatalf("%d messages archived, %d in the inbox; want all %d archived", len(names), len(inbox), senders)
 	}
 	shown, _ := os.ReadFile(filepath.Join(dir, "seen.txt"))
@@ -223,7 +222,7 @@ if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE ` + at + `]"; fi
 	b, _ := newChamber(t, m, "beta", agent, "")
 	for _, dir := range []string{a, b} {
 		waitUntil(t, 40*time.Second, dir+" to complete", func() bool {
-			st, err := chamber.LoadState(dir)
+			st, err := stateOf(m, dir)
 			return err == nil && st.Phase == chamber.PhaseComplete && st.Session == 2
 		})
 		if n := countLines(t, filepath.Join(dir, "runs.txt"), "ran 2 "); n != 1 {

@@ -132,7 +132,7 @@ func crashOnce(t *testing.T, m *systemdtest.Manager, point string, round int) {
 		t.Fatalf("wake with CRYOCHAMBER_CRASH_AT=%s exited %d, want SIGKILL\n%s", point, code, out)
 	}
 	// Whatever the point, timer.json parses.
-	if _, err := chamber.LoadState(dir); err != nil {
+	if _, err := stateOf(m, dir); err != nil {
 		t.Fatalf("after the crash timer.json does not load: %v", err)
 	}
 
@@ -144,7 +144,7 @@ func crashOnce(t *testing.T, m *systemdtest.Manager, point string, round int) {
 		t.Fatalf("a wake after the recovery failed: %d\n%s", code, out)
 	}
 
-	st, err := chamber.LoadState(dir)
+	st, err := stateOf(m, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func crashOnce(t *testing.T, m *systemdtest.Manager, point string, round int) {
 		seen[l] = true
 	}
 	// The message was claimed by one session, shown to it once, and answered exactly once.
-	if names, _ := message.Names(filepath.Join(dir, message.InboxDir)); len(names) != 0 {
+	if names, _ := mailNames(dir, message.InboxDir); len(names) != 0 {
 		t.Fatalf("the message is still in the inbox: %v", names)
 	}
 	if _, err := os.Stat(filepath.Join(dir, message.ArchiveDir, msgID+".md")); err != nil {
@@ -203,7 +203,7 @@ func crashOnce(t *testing.T, m *systemdtest.Manager, point string, round int) {
 
 func onlyMessage(t *testing.T, dir string) string {
 	t.Helper()
-	names, err := message.Names(dir)
+	names, err := mailNames(filepath.Dir(filepath.Dir(dir)), filepath.Join(filepath.Base(filepath.Dir(dir)), filepath.Base(dir)))
 	if err != nil || len(names) != 1 {
 		t.Fatalf("want one message in %s, got %v %v", dir, names, err)
 	}
@@ -212,12 +212,11 @@ func onlyMessage(t *testing.T, dir string) string {
 
 func repliesTo(t *testing.T, dir, id string) int {
 	t.Helper()
-	out := filepath.Join(dir, message.OutboxDir)
-	names, _ := message.Names(out)
+	names, _ := mailNames(dir, message.OutboxDir)
 	sort.Strings(names)
 	n := 0
 	for _, name := range names {
-		m, err := message.Read(out, name)
+		m, err := mailRead(dir, message.OutboxDir, name)
 		if err != nil {
 			t.Fatalf("outbox %s: %v", name, err)
 		}

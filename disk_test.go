@@ -2,38 +2,43 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
 
-// diskScript runs the trials inside a private mount namespace: the chamber lives on a small
-// tmpfs, and the log can be bound read-only. Each step's exit status and output go to $OUT,
+// diskScript runs the trials inside a private mount namespace: the chamber and the private
+// state directory (XDG_STATE_HOME) live on one small tmpfs, as they share one disk on a real
+// machine, and the log can be bound read-only. Each step's exit status and output go to $OUT,
 // which is outside the namespace.
 const diskScript = `
 set -u
 step() { name=$1; shift; "$@" > "$OUT/$name.out" 2>&1; echo $? > "$OUT/$name.code"; }
-snapshot() { cp "$MNT/timer.json" "$OUT/$1.timer.json" 2>/dev/null; cp "$MNT/cryo.log" "$OUT/$1.cryo.log" 2>/dev/null; ls "$MNT/messages/inbox" | grep '\.md$' > "$OUT/$1.inbox"; ls "$MNT/messages/inbox/archive" > "$OUT/$1.archive"; ls "$MNT/messages/outbox" > "$OUT/$1.outbox"; }
+snapshot() { cp "$XDG_STATE_HOME"/cryochamber/chambers/*/state.json "$OUT/$1.state.json" 2>/dev/null; cp "$MNT/cryo.log" "$OUT/$1.cryo.log" 2>/dev/null; ls "$MNT/messages/inbox" | grep '\.md$' > "$OUT/$1.inbox"; ls "$MNT/messages/inbox/archive" > "$OUT/$1.archive"; ls "$MNT/messages/outbox" > "$OUT/$1.outbox"; }
 mount -t tmpfs -o size=8m tmpfs "$MNT" || exit 90
 cp -a "$SRC/." "$MNT/" || exit 91
+mkdir -p "$XDG_STATE_HOME"
 cd "$MNT"
 
 # 1. Low disk: min_free_disk is above what the tmpfs has: step 8 warns, the chamber hibernates.
 step start "$BIN" start "$MNT/plan.md"
 snapshot start
 
-# 2. A full disk: every write fails with ENOSPC. The sender is told; a wake fails loudly; the
-#    state, the log and the timers are as they were.
+# 2. A full disk: every write fails with ENOSPC. The sender is told; a wake cannot record
+#    anything, fails loudly, and the alert still reaches the webhook.
 dd if=/dev/zero of="$MNT/filler" bs=64k >/dev/null 2>&1
 step send-full "$BIN" send --dir "$MNT" "while full"
 step wake-full "$BIN" wake --dir "$MNT" --now
 snapshot full
-step validate-full "$BIN" validate --dir "$MNT"
 rm -f "$MNT/filler"
 
 # 3. With space again, a message waits and a wake works.
@@ -41,8 +46,9 @@ step send "$BIN" send --dir "$MNT" "after the disk was freed"
 step wake-ok "$BIN" wake --dir "$MNT" --now
 snapshot ok
 
-# 4. A read-only log: the next session refuses (step 7), removes its timers, answers the
-#    message it claimed, and the log keeps every byte it had.
+# 4. A read-only log: the next session cannot write it, so it did not run: it is retried (here
+#    every slow_retry, with an alert at once: max_retries = 0), the message it claimed is
+#    answered, and the log keeps every byte it had.
 step send2 "$BIN" send --dir "$MNT" "before the log went read-only"
 mount --bind "$MNT/cryo.log" "$MNT/cryo.log" && mount -o remount,bind,ro "$MNT/cryo.log" || exit 92
 step wake-ro "$BIN" wake --dir "$MNT" --now
@@ -53,11 +59,24 @@ step cancel "$BIN" cancel --dir "$MNT"
 exit 0
 `
 
+// TestDiskTrouble: a full disk and a read-only log never stop a plan in silence (issue 12): the
+// state and the log stay as they were, and the alert arrives, because delivery needs nothing
+// from the disk.
 func TestDiskTrouble(t *testing.T) {
 	m := systemdtest.Start(t)
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("needs unshare(1)")
 	}
+	var mu sync.Mutex
+	var hooks []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		mu.Lock()
+		hooks = append(hooks, string(b))
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
 	work := t.TempDir()
 	src := filepath.Join(work, "src")
 	mnt := filepath.Join(work, "mnt")
@@ -72,19 +91,16 @@ echo "[CRYO:EXIT 0] ok"
 echo "[CRYO:WAKE +1h]"
 case "$*" in *"Messages claimed"*) echo '[CRYO:REPLY "got it"]';; esac
 `
-	for name, data := range map[string]string{
-		"plan.md":   "x\n",
-		"cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\nmin_free_disk = \"1GiB\"\n",
-		"agent.sh":  agent,
-	} {
+	toml := "agent = \"./agent.sh\"\nwatch_inbox = false\nmin_free_disk = \"1GiB\"\nmax_retries = 0\n\n[[fallback]]\naction = \"webhook\"\ntarget = \"" + srv.URL + "/hook\"\n"
+	for name, data := range map[string]string{"plan.md": "x\n", "cryo.toml": toml, "agent.sh": agent} {
 		if err := os.WriteFile(filepath.Join(src, name), []byte(data), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "unshare", "-m", "sh", "-c", diskScript)
-	cmd.Env = managerEnv(m, "BIN="+binPath, "SRC="+src, "MNT="+mnt, "OUT="+out)
+	cmd.Env = managerEnv(m, "BIN="+binPath, "SRC="+src, "MNT="+mnt, "OUT="+out, "XDG_STATE_HOME="+filepath.Join(mnt, ".state"))
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("the trial script failed: %v\n%s", err, b)
 	}
@@ -103,37 +119,53 @@ case "$*" in *"Messages claimed"*) echo '[CRYO:REPLY "got it"]';; esac
 			}
 		}
 	}
+	hook := func(want string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, h := range hooks {
+			if strings.Contains(h, want) {
+				return true
+			}
+		}
+		return false
+	}
 	// 1. Low disk warns, and hibernates.
 	expect("start", "0", "WARN  ", "below min_free_disk 1.0 GiB", "hibernating: session 2")
-	// 2. Full disk: loud failures, nothing changed.
+	// 2. Full disk: loud failures, nothing changed, and the alert arrived.
 	expect("send-full", "2", "cryochamber: cannot write the message", "no space left on device")
-	expect("wake-full", "1", "cryochamber: cannot save timer.json", "no space left on device")
-	if read("start.timer.json") != read("full.timer.json") {
-		t.Error("timer.json changed while the disk was full")
+	expect("wake-full", "1", "cryochamber: cannot save the state", "no space left on device", "alert (disk): webhook http://127.0.0.1")
+	if !hook(`"reason":"disk"`) || !hook("session 2 cannot start") || !hook("free space") {
+		t.Errorf("the full-disk alert did not reach the webhook: %q", hooks)
 	}
-	if read("start.cryo.log") != read("full.cryo.log") {
-		t.Error("cryo.log changed while the disk was full")
+	if read("start.state.json") != read("full.state.json") || read("start.state.json") == "" {
+		t.Error("the state changed while the disk was full")
 	}
-	expect("validate-full", "0", "ok: may hibernate")
+	// The log gained at most notes between blocks (the alert's), never a block.
+	if full := read("full.cryo.log"); !strings.HasPrefix(full, read("start.cryo.log")) || strings.Contains(strings.TrimPrefix(full, read("start.cryo.log")), "--- CRYO") {
+		t.Errorf("cryo.log changed while the disk was full:\n%s", full)
+	}
 	// 3. Space again: the message is claimed and answered.
 	expect("send", "0")
 	expect("wake-ok", "0", "session 2: EXIT 0")
 	if strings.TrimSpace(read("ok.inbox")) != "" || !strings.Contains(read("ok.archive"), ".md") {
 		t.Errorf("after the wake the inbox holds %q, the archive %q", read("ok.inbox"), read("ok.archive"))
 	}
-	// 4. Read-only log: step 7 refuses, nothing stays armed, the message is answered, the log is
-	//    byte for byte what it was.
-	expect("wake-ro", "1", "step 7 log writable", "FAIL", "refused to hibernate")
+	// 4. Read-only log: the session did not run; it is retried, the operator alerted, the
+	//    message answered, and the log is byte for byte what it was.
+	expect("wake-ro", "1", "session 3 failed (log)", "read-only file system", "retrying every 6h", "alert (log): webhook http://127.0.0.1")
 	if read("ok.cryo.log") != read("ro.cryo.log") {
 		t.Error("the read-only log changed")
 	}
-	if !strings.Contains(read("ro.timer.json"), `"phase": "failed"`) {
-		t.Errorf("timer.json after the refusal:\n%s", read("ro.timer.json"))
+	if !strings.Contains(read("ro.state.json"), `"phase": "armed"`) || !strings.Contains(read("ro.state.json"), `"retrying_since"`) {
+		t.Errorf("the state after the failure:\n%s", read("ro.state.json"))
+	}
+	if !hook(`"reason":"log"`) || !hook("read-only file system") {
+		t.Errorf("the read-only-log alert did not reach the webhook: %q", hooks)
 	}
 	if n := len(strings.Fields(read("ro.outbox"))) - len(strings.Fields(read("ok.outbox"))); n < 2 {
 		t.Errorf("want a reply and an alert in the outbox, got %d new files:\n%s", n, read("ro.outbox"))
 	}
-	expect("validate-ro", "1", "the chamber is failed (log in session 3)", "read-only file system")
+	expect("validate-ro", "1", "step 7 log writable", "read-only file system")
 	expect("cancel", "0")
 	if units, _ := filepath.Glob(filepath.Join(m.UnitDir, "cryo-*")); len(units) != 0 {
 		t.Errorf("units left: %v", units)

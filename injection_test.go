@@ -52,7 +52,7 @@ if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE +7s]"; fi
 	verifyInstalledUnits(t, m)
 
 	waitUntil(t, 40*time.Second, "systemd to run session 2", func() bool {
-		st, err := chamber.LoadState(dir)
+		st, err := stateOf(m, dir)
 		return err == nil && st.Phase == chamber.PhaseComplete && st.Session == 2
 	})
 	for _, check := range []struct{ file, want string }{

@@ -75,7 +75,7 @@ func TestLaunchdLifecycle(t *testing.T) {
 		t.Fatalf("status sees %+v", st)
 	}
 	out = run(0, "ps", "--backend", "launchd")
-	if !strings.Contains(out, "active") || !strings.Contains(out, dir) {
+	if !strings.Contains(out, "armed") || !strings.Contains(out, dir) {
 		t.Fatalf("ps:\n%s", out)
 	}
 

@@ -53,7 +53,7 @@ func TestHelpDocumentsExitStatus(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("--help exited %d", code)
 	}
-	for _, want := range []string{"EXIT STATUS", "0  done", "1  refused or failed", "2  usage or configuration error", "[CRYO:EXIT 0]", "start", "wake", "status", "log", "cancel", "validate"} {
+	for _, want := range []string{"EXIT STATUS", "0    done", "1    refused or failed", "2    usage or configuration error", "130  interrupted", "[CRYO:EXIT 0]", "start", "wake", "status", "log", "cancel", "validate"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("--help lacks %q", want)
 		}

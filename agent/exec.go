@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/cryochamber/cryochamber/internal/program"
 )
 
 // DefaultGrace is the delay between SIGTERM and SIGKILL when Run.Grace is zero.
@@ -224,56 +226,21 @@ wait:
 	return res
 }
 
-// lookPath resolves name the way execvp would with the PATH of env, and says what to fix when
-// it cannot. Relative PATH entries are skipped: what they find would depend on the directory.
+// lookPath resolves name with the PATH of env (program.Look, the one rule validation uses too),
+// and says what to fix when it cannot.
 func lookPath(name string, env []string, dir string) (string, error) {
-	if filepath.Base(name) != name || name == "." || name == ".." {
-		p := name
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		if err := checkExecutable(p); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return "", fmt.Errorf("agent program %q does not exist: fix the path in cryo.toml", p)
-			}
-			return "", fmt.Errorf("agent program %q: %w", p, err)
-		}
-		return p, nil
-	}
 	path, _ := lookupEnv(env, "PATH")
-	var unusable error
-	for _, d := range filepath.SplitList(path) {
-		if !filepath.IsAbs(d) {
-			continue
-		}
-		p := filepath.Join(d, name)
-		err := checkExecutable(p)
-		if err == nil {
-			return p, nil
-		}
-		if unusable == nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
-			unusable = fmt.Errorf("agent program %q found as %s, but %w", name, p, err)
-		}
+	p, err := program.Look(name, dir, path)
+	var nf *program.NotFoundError
+	switch {
+	case errors.As(err, &nf):
+		return "", &NotFoundError{Program: name, Path: path}
+	case err != nil && filepath.Base(name) != name:
+		return "", fmt.Errorf("agent program %w: fix the path in cryo.toml", err)
+	case err != nil:
+		return "", fmt.Errorf("agent program %w", err)
 	}
-	if unusable != nil {
-		return "", unusable
-	}
-	return "", &NotFoundError{Program: name, Path: path}
-}
-
-// checkExecutable says why p cannot be run, or nil.
-func checkExecutable(p string) error {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() {
-		return errors.New("it is a directory")
-	}
-	if fi.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("it is not executable (chmod +x %s)", p)
-	}
-	return nil
+	return p, nil
 }
 
 func startError(path string, err error) error {

@@ -1,7 +1,16 @@
-// Package chamber holds one chamber's files (cryo.toml, timer.json, the lock, the environment
-// file) and its lifecycle: start, wake, hibernate, cancel, fallback, status.
+// Package chamber holds one chamber's lifecycle: start, wake, hibernate, cancel, the dead-man
+// check, status, and the files behind them.
 //
-// Every command is one short process. The lock holder is the only writer of timer.json and
+// A chamber is two places. The chamber directory is the agent's: plan.md, NOTES.md, cryo.log,
+// the mailbox, and views (timer.json, todo.json) written for the agent to read. Everything in it
+// is untrusted input, since an agent that reads untrusted text may write anything there; it is
+// only ever opened through internal/confined, and nothing read from it decides what runs, when,
+// or who is told. That is decided by the chamber's private state directory
+// (Env.StateDir/chambers/<id>/, mode 0700): the state, the TODOs, the lock, the cancel
+// tombstone, the accepted configuration and its pins, the environment file, the alert secrets
+// and the alerts still to deliver.
+//
+// Every command is one short process. The lock holder is the only writer of the state and of
 // cryo.log; every state change is an atomic file replacement, and the order of operations in a
 // wake (docs/DESIGN.md) makes a kill -9 at any point recoverable by the next command. This
 // package never reads the clock, the environment or $HOME itself: Env carries them in.
@@ -22,13 +31,11 @@ import (
 
 // File names inside a chamber.
 const (
-	LogFile      = "cryo.log"
-	NotesFile    = "NOTES.md"
-	DefaultPlan  = "plan.md"
-	EnvFileName  = "env"       // in PrivateDir
-	PromptName   = "prompt.md" // in PrivateDir
-	CancelledTag = "cancelled" // in PrivateDir: a cancel that a running session must honour
-	WakeRequest  = "wake-request"
+	LogFile     = "cryo.log"
+	NotesFile   = "NOTES.md"
+	DefaultPlan = "plan.md"
+	PrivateDir  = ".cryo"     // the chamber's runtime files the agent may read (the prompt)
+	PromptName  = "prompt.md" // in PrivateDir
 )
 
 // Env is what the lifecycle needs from the world outside the chamber.
@@ -38,18 +45,19 @@ type Env struct {
 	Binary  string         // absolute path of the cryochamber binary the timers will run
 	Environ []string       // this process's environment
 	PID     int
+	Host    string // this machine's name, for alerts
 	Stdout  io.Writer
 	Stderr  io.Writer
 	// Registry is the file listing the chambers this user started (for `ps`); "" disables it.
 	Registry string
 	// StateDir is the user's cryochamber state directory (~/.local/state/cryochamber): per
-	// chamber, the environment file, the alert secrets and the accepted configuration, out of
-	// the agent's reach.
+	// chamber, the private state (see the package doc), out of the agent's reach.
 	StateDir string
 	// Checkpoint, when set, is called at named points of a wake ("claimed", "header", "ended",
-	// "armed", "state-temp"); the crash tests make it kill the process there.
+	// "armed", "state-temp", ...); the crash tests make it kill or pause the process there.
 	Checkpoint func(name string)
-	// OpenBackend connects to the OS timer manager by name ("" = this OS's default).
+	// OpenBackend connects to the OS timer manager by name ("" = this OS's default). ctx bounds
+	// the connection.
 	OpenBackend func(ctx context.Context, name string) (timer.Backend, error)
 }
 
@@ -66,12 +74,29 @@ func (e *Env) Getenv(k string) string {
 	return v
 }
 
-// Error is a failure with the exit status the CLI should use and a hint for the user.
+// warnf prints a warning in the one voice of the CLI, on stderr.
+func (e *Env) warnf(format string, args ...any) {
+	fmt.Fprintf(e.Stderr, "cryochamber: warning: "+format+"\n", args...)
+}
+
+// Kind says what kind of failure an Error is; the CLI maps it to an exit status.
+type Kind int
+
+const (
+	// Failed is a refusal or a failure: validation refused to hibernate, the agent failed, a
+	// timer could not be armed.
+	Failed Kind = iota
+	// Usage is a mistake on the command line or in cryo.toml, or a directory that is not a
+	// chamber.
+	Usage
+)
+
+// Error is a failure with its kind and a hint for the user.
 type Error struct {
-	Status int // 1: refused or failed; 2: usage or configuration
-	Msg    string
-	Hint   string
-	Err    error
+	Kind Kind
+	Msg  string
+	Hint string
+	Err  error
 }
 
 func (e *Error) Error() string {
@@ -87,16 +112,18 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 func usageErr(hint, format string, args ...any) *Error {
-	return &Error{Status: 2, Msg: fmt.Sprintf(format, args...), Hint: hint}
+	return &Error{Kind: Usage, Msg: fmt.Sprintf(format, args...), Hint: hint}
 }
 
 func failErr(hint, format string, args ...any) *Error {
-	return &Error{Status: 1, Msg: fmt.Sprintf(format, args...), Hint: hint}
+	return &Error{Kind: Failed, Msg: fmt.Sprintf(format, args...), Hint: hint}
 }
 
-// AbsDir resolves a chamber directory to an absolute, clean path and refuses paths that cannot be
-// written safely into a unit file or plist (newlines and other control characters, invalid
-// UTF-8): those are refused, never escaped.
+// AbsDir resolves a chamber directory to its canonical path: absolute, clean, and with every
+// symlink resolved, so that one chamber has one ID, one set of units and one state whatever
+// path reaches it. A directory that does not exist (a chamber that was moved, a mount that is
+// not up yet) keeps its absolute path. Paths that cannot be written safely into a unit file or
+// plist (newlines and other control characters, invalid UTF-8) are refused, never escaped.
 func AbsDir(dir string) (string, error) {
 	if dir == "" {
 		dir = "."
@@ -104,6 +131,9 @@ func AbsDir(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
 	}
 	if err := checkPath(abs); err != nil {
 		return "", err
@@ -116,7 +146,7 @@ func checkPath(p string) error {
 	if _, err := timer.QuoteExec(p); err != nil {
 		return usageErr(hint, "chamber path %q cannot be used in a timer unit: %v", p, err)
 	}
-	if _, err := timer.EscapeGlobPath(filepath.Join(p, PrivateDir, EnvFileName)); err != nil {
+	if _, err := timer.EscapePath(p); err != nil {
 		return usageErr(hint, "chamber path %q cannot be used in a timer unit: %v", p, err)
 	}
 	if strings.HasSuffix(p, " ") || strings.HasSuffix(p, "\\") {
@@ -129,7 +159,7 @@ func checkPath(p string) error {
 // be there when the timer fires.
 func checkBinary(bin string) error {
 	if strings.Contains(bin, "/go-build") || strings.Contains(bin, "/go/pkg/mod/") {
-		return usageErr("install it (go install, or make build and copy bin/cryochamber to ~/.local/bin), then start again",
+		return usageErr("install it (make install puts it in ~/.local/bin), then start again",
 			"cryochamber is running from a temporary build (%s): the timers would run a file that `go` deletes", bin)
 	}
 	if _, err := timer.ExecLine([]string{bin, "wake"}); err != nil {
@@ -139,45 +169,19 @@ func checkBinary(bin string) error {
 	return nil
 }
 
-// IsChamber reports whether dir has been started at least once (it has a timer.json).
-func IsChamber(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, StateFile))
-	return err == nil
-}
-
 func notChamber(dir string) *Error {
 	return usageErr(fmt.Sprintf("start one with: cryochamber start %s", filepath.Join(dir, DefaultPlan)),
-		"%s is not a chamber (no %s)", dir, StateFile)
+		"%s is not a chamber (it was never started here)", dir)
 }
 
-// loadForCommand opens the configuration and state of an existing chamber, mapping errors to
-// what the CLI shows.
-func loadForCommand(dir string, env *Env) (*Config, *State, error) {
-	if !IsChamber(dir) {
-		return nil, nil, notChamber(dir)
-	}
-	cfg, err := LoadConfig(dir, env.Local)
-	if err != nil {
-		return nil, nil, &Error{Status: 2, Err: err, Hint: "fix cryo.toml (`cryochamber init` in an empty directory shows every key with its default)"}
-	}
-	st, err := LoadState(dir)
-	if err != nil {
-		if errors.Is(err, ErrNoState) {
-			return nil, nil, notChamber(dir)
-		}
-		return nil, nil, &Error{Status: 1, Err: err, Hint: "timer.json is written atomically; if it was edited by hand, restore it, or remove it and run `cryochamber cancel --dir " + dir + "` then `start` again (the log is kept)"}
-	}
-	// Unit names always come from the path, never from timer.json, which the agent could edit
-	// to make us arm or remove another chamber's timers.
-	st.ID = timer.ID(dir)
-	return cfg, st, nil
-}
-
+// human says how far away d is, in the largest units that matter: "in 2h05m", "3m10s ago",
+// "in 3 days", "2 years ago".
 func human(d time.Duration) string {
 	neg := d < 0
 	if neg {
 		d = -d
 	}
+	const day = 24 * time.Hour
 	var s string
 	switch {
 	case d < time.Minute:
@@ -186,8 +190,12 @@ func human(d time.Duration) string {
 		s = fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
 	case d < 48*time.Hour:
 		s = fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	case d < 60*day:
+		s = fmt.Sprintf("%d days", int(d/day))
+	case d < 2*365*day:
+		s = fmt.Sprintf("%d months", int(d/(30*day)))
 	default:
-		s = fmt.Sprintf("%dd%02dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
+		s = fmt.Sprintf("%d years", int(d/(365*day)))
 	}
 	if neg {
 		return s + " ago"
@@ -197,3 +205,28 @@ func human(d time.Duration) string {
 
 // Relative prints how far t is from now ("in 2h05m", "3m10s ago").
 func Relative(t, now time.Time) string { return human(t.Sub(now)) }
+
+// exists reports whether p exists (without following a final symlink).
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// errorsAs is errors.As for a target type, for brevity in switch statements.
+func errorsAs[T error](err error) (T, bool) {
+	var t T
+	ok := errors.As(err, &t)
+	return t, ok
+}
+
+// fmtDur prints a duration the way cryo.toml writes it: "6h", "90m", "45s".
+func fmtDur(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

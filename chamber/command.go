@@ -2,8 +2,6 @@ package chamber
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -119,20 +117,11 @@ func (e *NotAllowedError) Error() string {
 		e.Program, strings.Join(e.Allowed, ", "))
 }
 
-// AllowedList is the programs a CMD may name: allowed_commands when set, else every configured
-// agent; the chamber's own agent program is always allowed.
+// AllowedList is the programs a CMD may name: allowed_commands when set, else only the chamber's
+// own agent, which is always allowed. (Every preset by default would let one CMD move a
+// sandboxed codex chamber onto a CLI without that sandbox.)
 func (c *Config) AllowedList(agentLine string) []string {
-	var list []string
-	if c.AllowedCommands != nil {
-		list = slices.Clone(c.AllowedCommands)
-	} else {
-		for n := range agent.Presets() {
-			list = append(list, n)
-		}
-		for n := range c.Agents {
-			list = append(list, n)
-		}
-	}
+	list := slices.Clone(c.AllowedCommands)
 	if words, err := SplitAgentCommand(agentLine); err == nil {
 		list = append(list, words[0])
 	}
@@ -143,40 +132,4 @@ func (c *Config) AllowedList(agentLine string) []string {
 // Allowed reports whether a CMD may name prog.
 func (c *Config) Allowed(prog, agentLine string) bool {
 	return slices.Contains(c.AllowedList(agentLine), prog)
-}
-
-// LookPath resolves prog the way the timer's service will: relative to the chamber when it has a
-// slash, else on the PATH captured at start (not the PATH of whoever runs this check).
-func LookPath(prog, dir, path string) (string, error) {
-	if strings.Contains(prog, "/") {
-		p := prog
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		if err := executable(p); err != nil {
-			return "", err
-		}
-		return p, nil
-	}
-	for _, d := range filepath.SplitList(path) {
-		if d == "" || !filepath.IsAbs(d) {
-			continue // an empty or relative PATH entry would depend on the working directory
-		}
-		p := filepath.Join(d, prog)
-		if executable(p) == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%q not found on the PATH the timer will use (%s)", prog, path)
-}
-
-func executable(p string) error {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return fmt.Errorf("%s: %w", p, err)
-	}
-	if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("%s is not an executable file", p)
-	}
-	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +15,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/cryochamber/cryochamber/agent"
+	"github.com/cryochamber/cryochamber/internal/confined"
 )
 
 // ConfigFile is the name of a chamber's configuration file.
@@ -33,6 +33,7 @@ type Config struct {
 	Timezone        string                `toml:"timezone"`
 	SessionTimeout  Duration              `toml:"session_timeout"`
 	MaxRetries      *int                  `toml:"max_retries"`
+	SlowRetry       Duration              `toml:"slow_retry"`
 	LateGrace       Duration              `toml:"late_grace"`
 	FallbackAfter   Duration              `toml:"fallback_after"`
 	DelayedAfter    Duration              `toml:"delayed_notice_after"`
@@ -87,6 +88,7 @@ const (
 	DefaultAgent          = "opencode"
 	DefaultSessionTimeout = 2 * time.Hour
 	DefaultMaxRetries     = 3
+	DefaultSlowRetry      = 6 * time.Hour
 	DefaultLateGrace      = 10 * time.Minute
 	DefaultFallbackAfter  = time.Hour
 	DefaultDelayedAfter   = 5 * time.Minute
@@ -116,18 +118,31 @@ func (e *ConfigError) Error() string {
 	return b.String()
 }
 
-// LoadConfig reads dir/cryo.toml strictly (an unknown key is an error naming its line) and fills
-// in the defaults. A missing file is the all-defaults configuration. local is the system time
-// zone, used when timezone is not set.
-func LoadConfig(dir string, local *time.Location) (*Config, error) {
-	path := filepath.Join(dir, ConfigFile)
-	data, err := readBounded(path, maxConfigSize)
+// readConfig reads the chamber's cryo.toml (confined: a symlink or a FIFO there is refused,
+// never followed or waited on). A missing file is nil, nil: the all-defaults configuration.
+func readConfig(fs *confined.Dir) ([]byte, error) {
+	data, err := fs.ReadFile(ConfigFile, maxConfigSize)
 	if errors.Is(err, os.ErrNotExist) {
-		data = nil
-	} else if err != nil {
+		return nil, nil
+	}
+	return data, err
+}
+
+// LoadConfig reads the cryo.toml of the chamber at dir strictly (an unknown key is an error
+// naming its line) and fills in the defaults. A missing file is the all-defaults configuration.
+// local is the system time zone, used when timezone is not set. Only the operator's commands
+// (start, reload, validate) read it: the configuration in force is the one they accepted.
+func LoadConfig(dir string, local *time.Location) (*Config, error) {
+	fs, err := confined.Open(dir)
+	if err != nil {
 		return nil, err
 	}
-	return ParseConfig(path, data, local)
+	defer fs.Close()
+	data, err := readConfig(fs)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConfig(filepath.Join(dir, ConfigFile), data, local)
 }
 
 // ParseConfig is LoadConfig on bytes already read; path is only used in messages.
@@ -274,6 +289,7 @@ func (c *Config) check(name string, data []byte, local *time.Location) error {
 		{"late_grace", &c.LateGrace, DefaultLateGrace},
 		{"fallback_after", &c.FallbackAfter, DefaultFallbackAfter},
 		{"delayed_notice_after", &c.DelayedAfter, DefaultDelayedAfter},
+		{"slow_retry", &c.SlowRetry, DefaultSlowRetry},
 	} {
 		if !d.v.set {
 			d.v.D = d.def
@@ -281,6 +297,9 @@ func (c *Config) check(name string, data []byte, local *time.Location) error {
 	}
 	if c.SessionTimeout.D < time.Second {
 		return bad("", "session_timeout", "must be at least 1s")
+	}
+	if c.SlowRetry.D < time.Minute {
+		return bad("", "slow_retry", "must be at least 1m")
 	}
 	if c.FallbackAfter.D < 5*time.Second {
 		return bad("", "fallback_after", "must be at least 5s (and should be longer than a normal session: a session still running then is reported overdue)")
@@ -488,27 +507,4 @@ func validAgentName(s string) bool {
 		}
 	}
 	return true
-}
-
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if fi.Size() > limit {
-		return nil, fmt.Errorf("%s is %d bytes, more than the %d allowed", filepath.Base(path), fi.Size(), limit)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is more than the %d bytes allowed", filepath.Base(path), limit)
-	}
-	return data, nil
 }

@@ -233,8 +233,16 @@ func TestGlobMatch(t *testing.T) {
 	}{
 		{"*@example.com", "ops@example.com", true},
 		{"*@example.com", "ops@example.com.evil.net", false},
-		{"https://hooks.example.com/*", "https://hooks.example.com/a/b", true},
+		{"https://hooks.example.com/*", "https://hooks.example.com/a", true},
+		// A star never crosses '/' or '@' (issue 11): one path element, one mailbox.
+		{"https://hooks.example.com/*", "https://hooks.example.com/a/b", false},
+		{"https://hooks.example.com/*/*", "https://hooks.example.com/a/b", true},
 		{"https://hooks.example.com/*", "https://hooks.example.com.evil/", false},
+		{"https://*.example.com/*", "https://evil.test/x.example.com/y", false},
+		{"https://*.example.com/*", "https://hooks.example.com/cryo", true},
+		{"*@example.com", "a@evil.test@example.com", false},
+		{"ops-*@example.com", "ops-night@example.com", true},
+		{"a?c", "a/c", false},
 		{"a?c", "abc", true},
 		{"a?c", "ac", false},
 		{"*", "", true},

@@ -32,11 +32,11 @@ func Init(env *Env, opts InitOptions, out io.Writer) error {
 		return err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return &Error{Status: 1, Err: err}
+		return &Error{Err: err}
 	}
 	// The template must parse: a template the strict loader rejects would be a trap.
 	if _, err := ParseConfig(ConfigFile, configTemplate, time.UTC); err != nil {
-		return &Error{Status: 1, Msg: "internal error: the cryo.toml template does not load", Err: err}
+		return &Error{Msg: "internal error: the cryo.toml template does not load", Err: err}
 	}
 	files := []struct {
 		name string
@@ -54,22 +54,26 @@ func Init(env *Env, opts InitOptions, out io.Writer) error {
 			continue
 		}
 		if err != nil {
-			return &Error{Status: 1, Err: err}
+			return &Error{Err: err}
 		}
 		_, werr := fh.Write(f.data)
 		serr := fh.Sync()
 		cerr := fh.Close()
 		if err := errors.Join(werr, serr, cerr); err != nil {
-			return &Error{Status: 1, Err: err}
+			return &Error{Err: err}
 		}
 		fmt.Fprintf(out, "created  %s\n", p)
 	}
 	for _, d := range []string{inboxDir, archiveDir, outboxDir} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			return &Error{Status: 1, Err: err}
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return &Error{Err: err}
+		}
+		if err := os.Chmod(filepath.Join(dir, d), 0o700); err != nil {
+			return &Error{Err: err}
 		}
 	}
 	fmt.Fprintf(out, "created  %s/\n", filepath.Join(dir, "messages"))
 	fmt.Fprintf(out, "\nnext: write the plan in %s, then run:\n  cryochamber start %s\n", filepath.Join(dir, DefaultPlan), filepath.Join(dir, DefaultPlan))
+	fmt.Fprintf(out, "\nThe agent is %q unless cryo.toml says otherwise (agent = \"claude\", \"codex\", or any command),\nor start it with --agent: cryochamber start --agent claude %s\n", DefaultAgent, filepath.Join(dir, DefaultPlan))
 	return nil
 }

@@ -19,21 +19,23 @@ type LogOptions struct {
 // PrintLog prints the log, one session, or follows it. It reads without the lock: only whole
 // lines are ever appended, so a reader never sees half a line.
 func PrintLog(ctx context.Context, env *Env, opts LogOptions) error {
-	dir, err := AbsDir(opts.Dir)
+	r, _, err := open(ctx, env, opts.Dir, openOptions{readOnly: true})
 	if err != nil {
 		return err
 	}
-	if !IsChamber(dir) {
-		return notChamber(dir)
+	r.close()
+	dir := r.dir
+	if r.fsErr != nil {
+		return &Error{Msg: r.chamberMissing()}
 	}
-	err = sessionlog.Copy(ctx, dir+"/"+LogFile, env.Stdout, sessionlog.CopyOptions{Session: opts.Session, Follow: opts.Follow, Numbers: opts.Numbers})
+	err = sessionlog.Copy(ctx, r.logPath(), env.Stdout, sessionlog.CopyOptions{Session: opts.Session, Follow: opts.Follow, Numbers: opts.Numbers})
 	switch {
 	case errors.Is(err, sessionlog.ErrNotFound):
 		return usageErr("`cryochamber status` shows the latest session number", "session %d is not in cryo.log", opts.Session)
 	case errors.Is(err, sessionlog.ErrNoBlocks):
 		return failErr("the first session is written by `cryochamber start`", "cryo.log has no session yet")
 	case err != nil:
-		return &Error{Status: 1, Msg: fmt.Sprintf("cannot read %s/%s", dir, LogFile), Err: err}
+		return &Error{Msg: fmt.Sprintf("cannot read %s/%s", dir, LogFile), Err: err}
 	}
 	return nil
 }

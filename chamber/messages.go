@@ -13,10 +13,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/confined"
+	"github.com/cryochamber/cryochamber/internal/termtext"
 	"github.com/cryochamber/cryochamber/message"
+	"github.com/cryochamber/cryochamber/timer"
 )
 
-// receivedFile lists the outbox messages `receive` has printed (one name per line).
+// receivedFile (in the private state directory) lists the outbox messages `receive` has
+// printed, one name per line.
 const receivedFile = "received"
 
 // SendOptions are the options of `cryochamber send`.
@@ -32,17 +36,34 @@ type SendOptions struct {
 // agent and answers it. It takes no lock: publishing is a link(2) into the inbox, and a session
 // that is claiming right now either sees the file or leaves it for the next session.
 func Send(ctx context.Context, env *Env, opts SendOptions) error {
-	dir, err := AbsDir(opts.Dir)
-	if err != nil {
-		return err
-	}
-	if !IsChamber(dir) {
-		if _, err := os.Stat(filepath.Join(dir, inboxDir)); err != nil {
-			return notChamber(dir)
-		}
-	}
 	if strings.TrimSpace(opts.Text) == "" {
 		return usageErr(`cryochamber send "text" (or - to read the text from standard input)`, "the message is empty")
+	}
+	r, _, err := open(ctx, env, opts.Dir, openOptions{readOnly: true})
+	var ce *Error
+	started := err == nil
+	if err != nil && (!errors.As(err, &ce) || ce.Kind != Usage) {
+		return err
+	}
+	if !started {
+		// Not started yet: a message for its first session, if the chamber was made by init.
+		dir, aerr := AbsDir(opts.Dir)
+		if aerr != nil {
+			return aerr
+		}
+		fs, ferr := confined.Open(dir)
+		if ferr != nil {
+			return err
+		}
+		if _, lerr := fs.Lstat(inboxDir); lerr != nil {
+			fs.Close()
+			return err
+		}
+		r = &runner{env: env, dir: dir, fs: fs, out: env.Stdout}
+	}
+	defer r.close()
+	if r.fs == nil {
+		return &Error{Msg: "cannot write the message: " + r.chamberMissing(), Hint: "`cryochamber status --dir " + r.dir + "` says more"}
 	}
 	from := opts.From
 	if from == "" {
@@ -52,27 +73,24 @@ func Send(ctx context.Context, env *Env, opts SendOptions) error {
 		from = "operator"
 	}
 	m := &message.Message{From: from, Subject: opts.Subject, Time: env.Now().UTC(), Kind: message.KindMessage, Body: opts.Text}
-	path, err := message.Write(filepath.Join(dir, inboxDir), m)
+	name, err := message.Write(r.fs, inboxDir, m)
 	if err != nil {
-		return &Error{Status: 2, Msg: "cannot write the message", Err: err, Hint: "the sender and subject must be one line of text; the body at most 1 MiB"}
+		return &Error{Kind: Usage, Msg: "cannot write the message", Err: err, Hint: "the sender and subject must be one line of text; the body at most 1 MiB"}
 	}
-	fmt.Fprintf(env.Stdout, "sent %s\n", filepath.Base(path))
+	fmt.Fprintf(env.Stdout, "sent %s\n", name)
 
-	if !IsChamber(dir) {
+	if !started {
 		fmt.Fprintf(env.Stdout, "the chamber has not started: the message will be read by its first session\n")
 		if opts.Wake {
-			return failErr("cryochamber start "+filepath.Join(dir, DefaultPlan), "cannot wake a chamber that has not started")
+			return failErr("cryochamber start "+filepath.Join(r.dir, DefaultPlan), "cannot wake a chamber that has not started")
 		}
 		return nil
 	}
-	cfg, st, err := loadForCommand(dir, env)
-	if err != nil {
-		return err
-	}
+	st, cfg := r.st, r.cfg
 	if !st.Phase.Active() {
 		fmt.Fprintf(env.Stdout, "the chamber is %s: the message will be read when it starts again\n", st.Phase)
 		if opts.Wake {
-			return failErr("cryochamber start "+filepath.Join(dir, st.Plan), "cannot wake a chamber that is %s", st.Phase)
+			return failErr("cryochamber start "+filepath.Join(r.dir, r.planName()), "cannot wake a chamber that is %s", st.Phase)
 		}
 		return nil
 	}
@@ -81,25 +99,16 @@ func Send(ctx context.Context, env *Env, opts SendOptions) error {
 		case *cfg.WatchInbox && st.Timers.Watch:
 			fmt.Fprintf(env.Stdout, "the chamber watches its inbox: a session starts within seconds\n")
 		case st.Wake != nil:
-			fmt.Fprintf(env.Stdout, "it will be read at the next wake, %s (%s); --wake to wake it now\n", st.Wake.In(cfg.Location).Format(time.RFC3339), Relative(*st.Wake, env.Now()))
+			fmt.Fprintf(env.Stdout, "it will be read at the next wake, %s; --wake to wake it now\n", When(*st.Wake, cfg.Location, env.Now()))
 		}
 		return nil
 	}
-	// The request survives a wake that is already running: the next one sees it.
-	if err := writePrivate(filepath.Join(dir, PrivateDir, WakeRequest), []byte(env.Now().UTC().Format(time.RFC3339)+"\n")); err != nil {
-		return &Error{Status: 1, Err: err}
+	// The request survives a wake that is already running: that wake looks for it last.
+	if err := r.store.setFlag(requestName, env.Now()); err != nil {
+		return &Error{Msg: "message saved, but the wake request could not be recorded", Err: err}
 	}
-	name := cfg.Backend
-	if name == "" {
-		name = st.Backend
-	}
-	be, err := env.OpenBackend(ctx, name)
-	if err != nil {
-		return &Error{Status: 1, Msg: "message saved, but the chamber cannot be woken", Err: err, Hint: backendHint(name)}
-	}
-	defer be.Close()
-	if err := be.RunNow(ctx, st.ID); err != nil {
-		return &Error{Status: 1, Msg: "message saved, but the chamber cannot be woken", Err: err, Hint: "it will be read at the next wake; `cryochamber status` shows when"}
+	if err := r.withBackend(ctx, func(be timer.Backend) error { return be.RunNow(ctx, r.id) }); err != nil {
+		return &Error{Msg: "message saved, but the chamber cannot be woken", Err: err, Hint: "it will be read at the next wake; `cryochamber status` shows when"}
 	}
 	fmt.Fprintf(env.Stdout, "woke the chamber: a session starts now\n")
 	return nil
@@ -125,21 +134,22 @@ type ReceivedMessage struct {
 	Body      string    `json:"body"`
 }
 
-// Receive prints the outbox messages not printed before, and marks them read.
-func Receive(env *Env, opts ReceiveOptions) error {
-	dir, err := AbsDir(opts.Dir)
+// Receive prints the outbox messages not printed before, and marks them read. Every piece of
+// text goes through the terminal sanitizer: the agent wrote most of it.
+func Receive(ctx context.Context, env *Env, opts ReceiveOptions) error {
+	r, _, err := open(ctx, env, opts.Dir, openOptions{readOnly: true})
 	if err != nil {
 		return err
 	}
-	out := filepath.Join(dir, outboxDir)
-	if _, err := os.Stat(out); err != nil {
-		return notChamber(dir)
+	defer r.close()
+	if r.fs == nil {
+		return &Error{Msg: r.chamberMissing()}
 	}
-	names, err := message.Names(out)
+	names, err := message.Names(r.fs, outboxDir)
 	if err != nil {
-		return &Error{Status: 1, Err: err}
+		return &Error{Err: err}
 	}
-	readPath := filepath.Join(dir, PrivateDir, receivedFile)
+	readPath := r.store.path(receivedFile)
 	read := loadReceived(readPath)
 	var list []ReceivedMessage
 	var printed []string
@@ -147,12 +157,12 @@ func Receive(env *Env, opts ReceiveOptions) error {
 		if read[name] && !opts.All {
 			continue
 		}
-		m, err := message.Read(out, name)
+		m, err := message.Read(r.fs, outboxDir, name)
 		if err != nil {
-			fmt.Fprintf(env.Stderr, "cryochamber: skipping %s: %v\n", name, err)
+			env.warnf("skipping %s: %v", name, err)
 			continue
 		}
-		list = append(list, ReceivedMessage{ID: m.ID, From: m.From, Subject: m.Subject, Time: m.Time, Kind: m.Kind, Session: m.Session, InReplyTo: m.InReplyTo, Delivery: m.Delivery, Body: m.Body})
+		list = append(list, ReceivedMessage{ID: m.ID, From: m.From, Subject: m.Subject, Time: m.Time, Kind: m.Kind, Session: m.Session, InReplyTo: nonNil(m.InReplyTo), Delivery: m.Delivery, Body: m.Body})
 		printed = append(printed, name)
 	}
 	if opts.JSON {
@@ -190,11 +200,8 @@ func Receive(env *Env, opts ReceiveOptions) error {
 		}
 	}
 	sort.Strings(keep)
-	if err := ensurePrivateDir(dir); err != nil {
-		return &Error{Status: 1, Err: err}
-	}
-	if err := writePrivate(readPath, []byte(strings.Join(keep, "\n")+"\n")); err != nil {
-		return &Error{Status: 1, Msg: "printed, but could not mark the messages read", Err: err}
+	if err := r.store.write(receivedFile, []byte(strings.Join(keep, "\n")+"\n"), nil); err != nil {
+		return &Error{Msg: "printed, but could not mark the messages read", Err: err}
 	}
 	return nil
 }
@@ -216,20 +223,21 @@ func loadReceived(path string) map[string]bool {
 }
 
 func writeMessage(w io.Writer, m ReceivedMessage) {
-	head := fmt.Sprintf("== %s  %s from %s", m.Time.Format(time.RFC3339), m.Kind, m.From)
+	head := fmt.Sprintf("== %s  %s from %s", m.Time.Format(time.RFC3339), m.Kind, termtext.Line(m.From))
 	if m.Session > 0 {
 		head += fmt.Sprintf(" (session %d)", m.Session)
 	}
 	fmt.Fprintln(w, head)
 	if m.Subject != "" {
-		fmt.Fprintf(w, "subject: %s\n", m.Subject)
+		fmt.Fprintf(w, "subject: %s\n", termtext.Line(m.Subject))
 	}
 	if m.Delivery != "" {
-		fmt.Fprintf(w, "delivery: %s\n", m.Delivery)
+		fmt.Fprintf(w, "delivery: %s\n", termtext.Line(m.Delivery))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprint(w, m.Body)
-	if !strings.HasSuffix(m.Body, "\n") {
+	body := termtext.Text(m.Body)
+	fmt.Fprint(w, body)
+	if !strings.HasSuffix(body, "\n") {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w)

@@ -16,6 +16,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/atomicfile"
+	"github.com/cryochamber/cryochamber/internal/termtext"
 	"github.com/cryochamber/cryochamber/timer"
 )
 
@@ -61,7 +63,7 @@ func updateRegistry(registry string, change func([]string) []string) error {
 	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
 	dirs := change(readRegistry(registry))
 	sort.Strings(dirs)
-	return atomicWrite(registry, []byte(strings.Join(dirs, "\n")+"\n"), 0o600)
+	return atomicfile.Write(registry, []byte(strings.Join(dirs, "\n")+"\n"), 0o600)
 }
 
 func readRegistry(registry string) []string {
@@ -90,9 +92,10 @@ type PsOptions struct {
 type PsRow struct {
 	Dir      string     `json:"dir"`
 	ID       string     `json:"id"`
-	State    string     `json:"state"` // active, complete, failed, cancelled, orphaned
+	State    string     `json:"state"` // armed, running, paused, retrying, complete, failed, cancelled, orphaned
 	Phase    Phase      `json:"phase,omitempty"`
 	Session  int        `json:"session"`
+	Since    *time.Time `json:"running_since,omitempty"` // while a session runs
 	NextWake *time.Time `json:"next_wake"`
 	LastExit *int       `json:"last_exit"`
 	Summary  string     `json:"last_summary,omitempty"`
@@ -104,14 +107,18 @@ type PsRow struct {
 // registry, with a state. "orphaned" is a unit whose chamber is gone (or is not that chamber any
 // more), or an active chamber whose wake timer is missing.
 func Ps(ctx context.Context, env *Env, opts PsOptions) ([]PsRow, error) {
-	be, err := env.OpenBackend(ctx, opts.Backend)
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	be, err := env.OpenBackend(cctx, opts.Backend)
+	cancel()
 	if err != nil {
-		return nil, &Error{Status: 1, Msg: "cannot reach the OS timer manager", Err: err, Hint: backendHint(opts.Backend)}
+		return nil, &Error{Msg: "cannot reach the OS timer manager", Err: err, Hint: backendHint(opts.Backend)}
 	}
 	defer be.Close()
-	installed, err := be.Installed(ctx)
+	qctx, qcancel := context.WithTimeout(ctx, busTimeout)
+	installed, err := be.Installed(qctx)
+	qcancel()
 	if err != nil {
-		return nil, &Error{Status: 1, Msg: "cannot list the installed timers", Err: err}
+		return nil, &Error{Msg: "cannot list the installed timers", Err: err}
 	}
 	byDir := map[string]*PsRow{}
 	var rows []*PsRow
@@ -150,7 +157,7 @@ func Ps(ctx context.Context, env *Env, opts PsOptions) ([]PsRow, error) {
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Dir < rows[j].Dir })
 	out := make([]PsRow, 0, len(rows))
 	for _, r := range rows {
-		if r.State == "missing" {
+		if r.State == "forgotten" {
 			continue // deleted, with nothing of it left in the OS: nothing to show
 		}
 		out = append(out, *r)
@@ -159,23 +166,22 @@ func Ps(ctx context.Context, env *Env, opts PsOptions) ([]PsRow, error) {
 }
 
 func (r *PsRow) classify(ctx context.Context, env *Env, be timer.Backend, hasUnits bool, now time.Time) {
-	st, err := LoadState(r.Dir)
+	st, err := loadStateAt(env, r.Dir)
 	if err != nil {
 		if hasUnits {
 			r.State = "orphaned"
 			if errors.Is(err, ErrNoState) {
-				r.Problem = "timers are installed but the chamber is gone; remove them with: cryochamber cancel --dir " + r.Dir
+				r.Problem = "timers are installed but the chamber has no state; remove them with: cryochamber cancel --dir " + r.Dir
 			} else {
-				r.Problem = "timers are installed but timer.json cannot be read: " + err.Error()
+				r.Problem = "timers are installed but the state cannot be read: " + err.Error()
 			}
 			return
 		}
-		r.State = "missing"
-		r.Problem = "the chamber is no longer there"
+		r.State = "forgotten" // no state, no units: nothing of it is left to show
 		return
 	}
 	if r.ID == "" {
-		r.ID = st.ID
+		r.ID = chamberID(r.Dir)
 	}
 	r.Phase = st.Phase
 	r.Session = st.Session
@@ -184,42 +190,47 @@ func (r *PsRow) classify(ctx context.Context, env *Env, be timer.Backend, hasUni
 		r.LastExit = &e
 		r.Summary = st.Last.Summary
 	}
-	if hasUnits && st.ID != "" && st.ID != r.ID {
-		r.State = "orphaned"
-		r.Problem = fmt.Sprintf("the units (%s) belong to a chamber that moved; this directory's ID is %s", r.ID, st.ID)
+	r.State = stateWord(st)
+	switch st.Phase {
+	case PhaseRunning:
+		if h := st.Holder; h != nil && pidAlive(h.PID) {
+			r.Since = &h.Since
+			return
+		}
+		r.Problem = "a session died (the dead-man will recover it)"
+	case PhaseArmed:
+		r.NextWake = st.Wake
+		qctx, cancel := context.WithTimeout(ctx, busTimeout)
+		_, ok, err := be.Next(qctx, chamberID(r.Dir), timer.Wake)
+		cancel()
+		if err != nil || !ok {
+			r.State = "orphaned"
+			r.Problem = "the state says armed but the OS has no wake timer for it (run `cryochamber status` there)"
+		}
+	case PhasePaused:
+		r.NextWake = st.PausedUntil
+	}
+	if !exists(r.Dir) {
+		r.State = "missing"
+		r.Problem = "the chamber directory is missing: moved, deleted or not mounted"
+		if st.Phase.Active() {
+			r.Problem += " (its dead-man alerts); if it moved: cryochamber cancel --dir " + r.Dir + ", then start it at its new place"
+		}
 		return
 	}
-	switch st.Phase {
-	case PhaseArmed, PhaseRunning:
-		r.NextWake = st.Wake
-		_, ok, err := be.Next(ctx, st.ID, timer.Wake)
-		switch {
-		case st.Phase == PhaseRunning && pidAlive(holderPID(st)):
-			r.State = "active"
-		case err != nil || !ok:
-			r.State = "orphaned"
-			r.Problem = "timer.json says active but the OS has no wake timer for it (run `cryochamber status` there)"
-		default:
-			r.State = "active"
-		}
-	case PhaseComplete:
-		r.State = "complete"
-	case PhaseFailed:
-		r.State = "failed"
-	case PhaseCancelled:
-		r.State = "cancelled"
-	}
-	if !st.Phase.Active() && hasUnits {
+	if !st.Phase.Active() && st.Phase != PhasePaused && hasUnits {
 		r.State = "orphaned"
 		r.Problem = fmt.Sprintf("the chamber is %s but timers are still installed", st.Phase)
 	}
 }
 
-func holderPID(st *State) int {
-	if st.Holder == nil {
-		return 0
+// loadStateAt reads the state of the chamber at the canonical path dir.
+func loadStateAt(env *Env, dir string) (*State, error) {
+	s, err := storeFor(env, chamberID(dir))
+	if err != nil {
+		return nil, err
 	}
-	return st.Holder.PID
+	return s.load()
 }
 
 // WritePs prints the rows as a table or JSON.
@@ -241,20 +252,24 @@ func WritePs(w io.Writer, rows []PsRow, asJSON bool, now time.Time) error {
 	for _, r := range rows {
 		next := "-"
 		if r.NextWake != nil {
-			next = r.NextWake.UTC().Format("2006-01-02 15:04:05Z") + " (" + Relative(*r.NextWake, now) + ")"
+			next = When(*r.NextWake, time.UTC, now)
 		}
 		last := "-"
 		if r.LastExit != nil {
 			last = fmt.Sprintf("EXIT %d", *r.LastExit)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", r.State, r.Session, next, last, r.Dir)
+		state := r.State
+		if r.Since != nil {
+			state = fmt.Sprintf("running (session %d, %s)", r.Session, strings.TrimSuffix(Relative(*r.Since, now), " ago"))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", state, r.Session, next, last, termtext.Line(r.Dir))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, r := range rows {
 		if r.Problem != "" {
-			fmt.Fprintf(w, "%s: %s\n", r.Dir, r.Problem)
+			fmt.Fprintf(w, "%s: %s\n", termtext.Line(r.Dir), r.Problem)
 		}
 	}
 	return nil

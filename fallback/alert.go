@@ -17,6 +17,7 @@ type Alert struct {
 	Reason  string // failure, refused, timeout, crashed, no-exit, missed, overdue, ...
 	Message string // the human text; may contain text that came from markers: untrusted
 	Time    time.Time
+	Host    string // the machine the chamber is on ("" when unknown)
 }
 
 // Bounds on the text of an alert. A chamber name or a reason longer than a line of a mail
@@ -139,6 +140,9 @@ func Body(a Alert) string {
 		b.WriteString("\n\n")
 	}
 	b.WriteString("Chamber: " + sanitizeHeader(a.Chamber, maxPathRunes) + "\n")
+	if a.Host != "" {
+		b.WriteString("Host:    " + sanitizeHeader(a.Host, maxNameRunes) + "\n")
+	}
 	b.WriteString("Session: " + strconv.Itoa(a.Session) + "\n")
 	b.WriteString("Reason:  " + sanitizeHeader(a.Reason, maxReasonRunes) + "\n")
 	b.WriteString("Time:    " + timeText(a.Time) + "\n")
@@ -161,5 +165,8 @@ func Text(a Alert) string {
 		b.WriteString(" " + msg)
 	}
 	b.WriteString(" Chamber: " + sanitizeHeader(a.Chamber, maxPathRunes))
+	if a.Host != "" {
+		b.WriteString(" on " + sanitizeHeader(a.Host, maxNameRunes))
+	}
 	return slackEscaper.Replace(b.String())
 }

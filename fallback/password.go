@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
+	"github.com/cryochamber/cryochamber/internal/program"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -105,41 +104,17 @@ func runPasswordCommand(ctx context.Context, env []string, argv []string) (strin
 	return pw, nil
 }
 
-// lookPath resolves a program the way the chamber's environment would, not this process's:
-// a name with a slash must be absolute; a bare name is searched in env's PATH, skipping
-// relative entries, which would depend on whatever directory we run in.
+// lookPath resolves a program the way the chamber's environment would, not this process's
+// (program.Look): a name with a slash must be absolute; a bare name is searched in env's PATH.
 func lookPath(name string, env []string) (string, error) {
-	if strings.Contains(name, "/") {
-		if !filepath.IsAbs(name) {
-			return "", errors.New("a program path must be absolute")
-		}
-		return name, executable(name)
+	if strings.Contains(name, "/") && !filepath.IsAbs(name) {
+		return "", errors.New("a program path must be absolute")
 	}
 	pathList, _ := lookupEnv(env, "PATH")
-	if pathList == "" {
+	if pathList == "" && !strings.Contains(name, "/") {
 		return "", errors.New("not found: PATH is not set in the chamber's environment")
 	}
-	for _, dir := range filepath.SplitList(pathList) {
-		if dir == "" || !filepath.IsAbs(dir) {
-			continue
-		}
-		p := filepath.Join(dir, name)
-		if executable(p) == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("not found in PATH %s", pathList)
-}
-
-func executable(p string) error {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return &fs.PathError{Op: "exec", Path: p, Err: fs.ErrPermission}
-	}
-	return nil
+	return program.Look(name, "/", pathList)
 }
 
 // boundedBuffer keeps the first max bytes written and notes that there were more. It never

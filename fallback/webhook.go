@@ -56,6 +56,7 @@ type payload struct {
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
 	Time    string `json:"time"`
+	Host    string `json:"host,omitempty"`
 	Text    string `json:"text"`
 }
 
@@ -67,6 +68,7 @@ func WebhookBody(a Alert) ([]byte, error) {
 		Reason:  sanitizeHeader(a.Reason, maxReasonRunes),
 		Message: sanitizeBody(a.Message, maxMessageBytes),
 		Time:    timeText(a.Time),
+		Host:    sanitizeHeader(a.Host, maxNameRunes),
 		Text:    Text(a),
 	})
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/cryochamber/cryochamber/internal/confined"
 )
 
 // CopyOptions selects what Copy prints.
@@ -64,7 +66,7 @@ func Copy(ctx context.Context, path string, w io.Writer, opt CopyOptions) error 
 		}
 	}
 	if !opt.Follow {
-		f, err := os.Open(path)
+		f, err := confined.OpenIn(path, os.O_RDONLY, 0)
 		if err != nil {
 			return fmt.Errorf("print log: %w", err)
 		}
@@ -95,7 +97,7 @@ func (c *copier) follow(ctx context.Context, path string, pos int64, poll time.D
 	}()
 	for !c.done {
 		if f == nil {
-			if nf, err := os.Open(path); err == nil {
+			if nf, err := confined.OpenIn(path, os.O_RDONLY, 0); err == nil {
 				f = nf
 			} else if !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("follow log: %w", err)
@@ -107,7 +109,7 @@ func (c *copier) follow(ctx context.Context, path string, pos int64, poll time.D
 				return fmt.Errorf("follow log: %w", err)
 			}
 			// Moved aside (a fresh log took its place) or truncated: start over with the new file.
-			cur, serr := os.Stat(path)
+			cur, serr := os.Lstat(path)
 			if fi.Size() < pos || serr == nil && !os.SameFile(fi, cur) {
 				if fi.Size() >= pos { // print what was added to the old file before it moved
 					if pos, err = c.copyRange(f, pos, fi.Size()); err != nil {

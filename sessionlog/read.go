@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/cryochamber/cryochamber/internal/confined"
 )
 
 // ErrNoBlocks means the log is missing, empty, or holds only "# " lines: no session has begun.
@@ -382,7 +384,7 @@ func blockAt(f *os.File, size int64, h *header) (*Info, error) {
 // Each calls fn for every line of the block info (from Latest or Find), in order, reading with
 // bounded memory. It stops at the first error fn returns and returns it.
 func Each(path string, info *Info, fn func(l Line) error) error {
-	f, err := os.Open(path)
+	f, err := confined.OpenIn(path, os.O_RDONLY, 0)
 	if err != nil {
 		return fmt.Errorf("read session %d: %w", info.Session, err)
 	}
@@ -470,7 +472,7 @@ func Tail(path string, info *Info, n int) ([]Line, error) {
 	if n <= 0 || info.Size <= 0 {
 		return nil, nil
 	}
-	f, err := os.Open(path)
+	f, err := confined.OpenIn(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("read session %d: %w", info.Session, err)
 	}
@@ -520,7 +522,7 @@ func Tail(path string, info *Info, n int) ([]Line, error) {
 }
 
 func openRead(path string) (*os.File, int64, error) {
-	f, err := os.Open(path)
+	f, err := confined.OpenIn(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read session log: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/internal/atomicfile"
+	"github.com/cryochamber/cryochamber/internal/confined"
 )
 
 const (
@@ -382,7 +383,7 @@ func appendNote(dst []byte, text string, count func()) []byte {
 func openAppend(path string) (*os.File, []byte, int64, error) {
 	_, statErr := os.Lstat(path)
 	created := errors.Is(statErr, fs.ErrNotExist)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := confined.OpenIn(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -470,7 +471,7 @@ func CloseTorn(path string, now time.Time) (*Info, error) {
 	if err != nil {
 		return nil, fmt.Errorf("close session %d: %w", info.Session, err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	f, err := confined.OpenIn(path, os.O_RDWR|os.O_APPEND, 0)
 	if err != nil {
 		return nil, fmt.Errorf("close session %d: %w", info.Session, err)
 	}

@@ -1,8 +1,11 @@
-// Package validate holds the eight pre-hibernate checks of SPEC section 6 and their report.
+// Package validate holds the report of the eight pre-hibernate checks of SPEC section 6, and the
+// two checks that only look at the host (7: the log is writable, 8: free disk space).
 //
-// A check only looks; it never arms, removes or repairs anything. The caller (the chamber's
-// lifecycle) runs the checks in order, arms the timers between steps 3 and 4, and decides what a
-// failure means. The same report is printed by `wake`, `start` and `validate`, as text or JSON.
+// Steps 1 to 6 are judged by the chamber's lifecycle, which knows the markers and the timers:
+// it runs the steps in order, arms the timers between steps 3 and 4, records each result here,
+// and decides what a failure means. Nothing in this package arms, removes or repairs anything.
+// The same report is printed by `wake`, `start` and `validate`, as text or JSON; a report that
+// refuses never says the plan is complete.
 package validate
 
 import (
@@ -14,6 +17,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cryochamber/cryochamber/internal/confined"
+	"github.com/cryochamber/cryochamber/internal/termtext"
 )
 
 // Status is the result of one check.
@@ -24,6 +30,21 @@ const (
 	Fail Status = "fail"
 	Warn Status = "warn"
 	Skip Status = "skip"
+)
+
+// Step is one of the eight checks, numbered as SPEC section 6 numbers them.
+type Step int
+
+// The eight checks, in order.
+const (
+	StepMarkers  Step = 1 // markers parsed
+	StepWake     Step = 2 // WAKE in the future (within late_grace: now)
+	StepCommand  Step = 3 // the next command is allowed and resolves
+	StepTimer    Step = 4 // the OS timer was registered
+	StepReadback Step = 5 // the OS reports the timer's next elapse equal to WAKE
+	StepFallback Step = 6 // the dead-man timer was registered
+	StepLog      Step = 7 // the log is still writable
+	StepDisk     Step = 8 // free disk space
 )
 
 // Steps names the eight checks, in order.
@@ -40,7 +61,7 @@ var Steps = [...]string{
 
 // Check is one step's result.
 type Check struct {
-	Step   int    `json:"step"`
+	Step   Step   `json:"step"`
 	Name   string `json:"name"`
 	Status Status `json:"status"`
 	Detail string `json:"detail"`
@@ -84,8 +105,8 @@ func New(w io.Writer) *Report {
 }
 
 // Add records the result of a step. A Fail makes the report not OK; a Warn adds a warning.
-func (r *Report) Add(step int, status Status, format string, args ...any) Check {
-	c := Check{Step: step, Name: Steps[step], Status: status, Detail: fmt.Sprintf(format, args...)}
+func (r *Report) Add(step Step, status Status, format string, args ...any) Check {
+	c := Check{Step: step, Name: Steps[step], Status: status, Detail: termtext.Line(fmt.Sprintf(format, args...))}
 	r.Checks = append(r.Checks, c)
 	switch status {
 	case Fail:
@@ -151,15 +172,18 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// Finish sets OK from the checks.
+// Finish sets OK from the checks. A report that refuses is never "plan complete".
 func (r *Report) Finish() {
 	r.OK = !r.Failed()
+	if !r.OK {
+		r.PlanComplete = false
+	}
 }
 
 // LogWritable is step 7: the log can still be appended to. It opens for append without writing,
 // so checking never changes the log; a missing log counts as writable when its directory is.
 func LogWritable(path string) (Status, string) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	f, err := confined.OpenIn(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err == nil {
 		f.Close()
 		return Pass, path

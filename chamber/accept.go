@@ -1,0 +1,417 @@
+package chamber
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cryochamber/cryochamber/internal/atomicfile"
+	"github.com/cryochamber/cryochamber/internal/confined"
+	"github.com/cryochamber/cryochamber/internal/program"
+)
+
+// The agent works in its chamber and may write there, so the configuration in force is never
+// the chamber's cryo.toml: it is the copy the operator accepted with `start` or `reload`, kept
+// in the private state directory with a pin of what it allows to run:
+//
+//   - every key (the limits that bound the agent, the programs it may run, where alerts go) comes
+//     from the accepted copy; an edit of cryo.toml in the chamber is reported (a warning in
+//     status and the prompt, a notice to the operator, once per edit) and has no effect until
+//     the operator runs `reload`;
+//   - every program the chamber may run that lies inside the chamber (./agent.sh) is pinned by a
+//     hash of its content: a changed program refuses the session and alerts;
+//   - the cryochamber binary is copied into the user's state directory, and the dead-man and
+//     alert timers run that copy, so removing or moving the installed binary cannot silence them.
+
+// pinFile is what the operator accepted, besides the configuration itself.
+type pinFile struct {
+	Version  int               `json:"version"`
+	Chamber  string            `json:"chamber"`
+	ID       string            `json:"id"`
+	Config   string            `json:"config"` // sha256 of the accepted cryo.toml
+	Agent    string            `json:"agent"`  // the `start --agent` override
+	Binary   string            `json:"binary"`
+	Copy     string            `json:"binary_copy,omitempty"` // the pinned copy the dead-man runs
+	Programs map[string]string `json:"programs,omitempty"`    // absolute path inside the chamber → sha256
+	At       time.Time         `json:"at"`
+}
+
+// maxProgramSize bounds what is hashed of a program inside the chamber.
+const maxProgramSize = 256 << 20
+
+func sha(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// accept makes the chamber's current cryo.toml (raw, already parsed into cfg), the agent
+// override, the binary and the programs inside the chamber the ones in force. Only the
+// operator's commands (start, reload) call it.
+func (r *runner) accept(raw []byte) error {
+	if err := r.store.ensure(); err != nil {
+		return err
+	}
+	if err := r.store.write(acceptedConfig, raw, nil); err != nil {
+		return err
+	}
+	programs, err := r.hashPrograms()
+	if err != nil {
+		return err
+	}
+	cp, err := pinBinary(r.env.StateDir, r.st.Binary)
+	if err != nil {
+		r.warnf("cannot copy %s for the dead-man timer (it will run that file instead): %v", r.st.Binary, err)
+		cp = ""
+	}
+	p := pinFile{Version: 1, Chamber: r.dir, ID: r.id, Config: sha(raw), Agent: r.st.Agent, Binary: r.st.Binary,
+		Copy: cp, Programs: programs, At: r.now().UTC().Truncate(time.Second)}
+	data, _ := json.MarshalIndent(p, "", "  ")
+	if err := r.store.write(pinName, append(data, '\n'), nil); err != nil {
+		return err
+	}
+	r.pins = &p
+	return nil
+}
+
+// acceptedConfig is the configuration in force: the cryo.toml the operator last accepted. A
+// chamber whose accepted copy cannot be read (it never should) runs with the defaults, which
+// allow only the default agent and send alerts nowhere, and says so.
+func (r *runner) acceptedConfig() *Config {
+	raw, err := r.store.read(acceptedConfig, maxConfigSize)
+	if errors.Is(err, os.ErrNotExist) {
+		raw, err = nil, nil
+	}
+	if err == nil {
+		c, perr := ParseConfig(ConfigFile, raw, r.env.Local)
+		if perr == nil {
+			return c
+		}
+		err = perr
+	}
+	r.warnf("the accepted configuration cannot be read (%v): using the defaults; run `cryochamber reload --dir %s`", err, r.dir)
+	c, _ := ParseConfig(ConfigFile, nil, r.env.Local)
+	return c
+}
+
+// pin is pin.json, read once per command (nil when missing).
+func (r *runner) pin() *pinFile {
+	if r.pins != nil {
+		return r.pins
+	}
+	data, err := r.store.read(pinName, 1<<20)
+	if err != nil {
+		return nil
+	}
+	var p pinFile
+	if json.Unmarshal(data, &p) != nil {
+		return nil
+	}
+	r.pins = &p
+	return r.pins
+}
+
+// configDrift is a cryo.toml in the chamber that is not the one in force.
+type configDrift struct {
+	hash string   // of the chamber's file ("" when it cannot be read)
+	keys []string // keys that differ from the accepted configuration
+	err  error    // why it does not load, if it does not
+}
+
+// String says what is not in force and what to do.
+func (d *configDrift) String(dir string) string {
+	what := "cryo.toml was edited since it was accepted"
+	switch {
+	case d.err != nil:
+		what = fmt.Sprintf("cryo.toml in the chamber cannot be used (%v)", d.err)
+	case len(d.keys) > 0:
+		what = fmt.Sprintf("cryo.toml was edited since it was accepted (%s)", strings.Join(d.keys, ", "))
+	}
+	return what + fmt.Sprintf("; the accepted configuration stays in force. If you made the change: cryochamber reload --dir %s", dir)
+}
+
+// checkDrift compares the chamber's cryo.toml with the accepted one. nil when they agree (or
+// the chamber cannot be read at all: that is reported elsewhere).
+func (r *runner) checkDrift() *configDrift {
+	if r.drift != nil || r.fs == nil {
+		return r.drift
+	}
+	raw, err := readConfig(r.fs)
+	if err != nil {
+		r.drift = &configDrift{err: err}
+		return r.drift
+	}
+	accepted, _ := r.store.read(acceptedConfig, maxConfigSize)
+	if bytes.Equal(raw, accepted) {
+		return nil
+	}
+	d := &configDrift{hash: sha(raw)}
+	edited, err := ParseConfig(ConfigFile, raw, r.env.Local)
+	if err != nil {
+		d.err = err
+	} else {
+		d.keys = configDiff(r.cfg, edited)
+		if len(d.keys) == 0 {
+			return nil // comments or spacing only
+		}
+	}
+	r.drift = d
+	return d
+}
+
+// reportDrift tells the operator, once per distinct edit, that cryo.toml in the chamber is not
+// in force: a warning now, in the next prompt, and a notice to the operator's targets (an
+// edit nobody made by hand may be a prompt injection at work).
+func (r *runner) reportDrift(ctx context.Context) {
+	d := r.checkDrift()
+	if d == nil {
+		r.st.ConfigSeen = ""
+		return
+	}
+	msg := d.String(r.dir)
+	r.warnf("%s", msg)
+	r.warnings = append(r.warnings, msg)
+	if d.hash == "" || d.hash == r.st.ConfigSeen {
+		return
+	}
+	r.st.ConfigSeen = d.hash
+	r.notify(ctx, r.st.Session, "config-ignored", msg)
+}
+
+// configDiff names the keys whose values differ between two configurations.
+func configDiff(a, b *Config) []string {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	var ma, mb map[string]json.RawMessage
+	_ = json.Unmarshal(ja, &ma)
+	_ = json.Unmarshal(jb, &mb)
+	var diff []string
+	for k, v := range ma {
+		if !bytes.Equal(v, mb[k]) {
+			diff = append(diff, tomlKey(k))
+		}
+	}
+	sort.Strings(diff)
+	return diff
+}
+
+// tomlKey maps a Config field name to its cryo.toml key.
+func tomlKey(field string) string {
+	var b strings.Builder
+	for i, c := range field {
+		if c >= 'A' && c <= 'Z' {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			c += 'a' - 'A'
+		}
+		b.WriteRune(c)
+	}
+	switch s := b.String(); s {
+	case "delayed_after":
+		return "delayed_notice_after"
+	case "location":
+		return "timezone"
+	default:
+		return s
+	}
+}
+
+// programsInChamber lists the programs this configuration may run that resolve inside the
+// chamber: the agent line, every [agents.NAME] command, every allowed_commands entry.
+func (r *runner) programsInChamber() []string {
+	var progs []string
+	add := func(prog string) {
+		if prog == "" {
+			return
+		}
+		p, err := program.Look(prog, r.dir, r.capturedPath())
+		if err != nil || !inside(r.dir, p) {
+			return
+		}
+		progs = append(progs, p)
+	}
+	if c, err := r.cfg.AgentLine(r.agentLine()); err == nil {
+		add(c.Program())
+	}
+	for _, name := range r.cfg.AllowedList(r.agentLine()) {
+		if spec, ok := r.cfg.agentSpec(name); ok {
+			add(spec.Command[0])
+		} else {
+			add(name)
+		}
+	}
+	sort.Strings(progs)
+	return progs
+}
+
+// inside reports whether p is dir or below it.
+func inside(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// hashPrograms hashes every program inside the chamber this configuration may run.
+func (r *runner) hashPrograms() (map[string]string, error) {
+	out := map[string]string{}
+	for _, p := range r.programsInChamber() {
+		h, err := r.hashProgram(p)
+		if err != nil {
+			return nil, usageErr("a program the chamber runs must be a regular file in it, not a symlink", "cannot pin %s: %v", p, err)
+		}
+		out[p] = h
+	}
+	return out, nil
+}
+
+// hashProgram hashes a program inside the chamber, through the confined opener: a symlink (to a
+// program outside that could change behind our back) is refused.
+func (r *runner) hashProgram(p string) (string, error) {
+	if r.fs == nil {
+		return "", r.fsErr
+	}
+	rel, err := filepath.Rel(r.dir, p)
+	if err != nil {
+		return "", err
+	}
+	f, err := r.fs.Open(rel)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if n, err := io.Copy(h, io.LimitReader(f, maxProgramSize+1)); err != nil {
+		return "", err
+	} else if n > maxProgramSize {
+		return "", fmt.Errorf("larger than %d bytes", maxProgramSize)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// checkProgram refuses a program inside the chamber that is not the one the operator accepted.
+// Programs outside the chamber are the operator's own (on the captured PATH) and not checked.
+func (r *runner) checkProgram(p string) error {
+	if !inside(r.dir, p) {
+		return nil
+	}
+	want := ""
+	if pin := r.pin(); pin != nil {
+		want = pin.Programs[p]
+	}
+	got, err := r.hashProgram(p)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s cannot be checked against its pin: %w", p, err)
+	case want == "":
+		return fmt.Errorf("%s is inside the chamber but was not there (or not allowed) when the chamber was started or reloaded", p)
+	case got != want:
+		return fmt.Errorf("%s changed since the chamber was started or reloaded, and not by cryochamber", p)
+	}
+	return nil
+}
+
+// pinBinary copies the binary at bin into the user's state directory, under a name derived from
+// its content (so chambers share one copy per build), and returns the copy's path.
+func pinBinary(stateDir, bin string) (string, error) {
+	if bin == "" || stateDir == "" {
+		return "", errors.New("no binary or no state directory")
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(stateDir, "bin", sha(data)[:16])
+	dst := filepath.Join(dir, "cryochamber")
+	if fi, err := os.Stat(dst); err == nil && fi.Size() == int64(len(data)) {
+		return dst, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	if err := atomicfile.Write(dst, data, 0o700); err != nil {
+		return "", err
+	}
+	return dst, nil
+}
+
+// fallbackBinary is what the dead-man and alert timers run: the pinned copy of the binary when
+// there is one, else the binary the wake runs.
+func (r *runner) fallbackBinary() string {
+	if p := r.pin(); p != nil && p.Copy != "" && exists(p.Copy) {
+		return p.Copy
+	}
+	return r.wakeBinary()
+}
+
+// wakeBinary is what the wake timer runs: the binary recorded at start. A manual `wake` with
+// another build does not change it; if it is gone (an upgrade moved it), the running binary or
+// the pinned copy takes its place, and the warning says so.
+func (r *runner) wakeBinary() string {
+	b := r.st.Binary
+	if b != "" && exists(b) {
+		return b
+	}
+	alt := ""
+	switch {
+	case r.env.Binary != "" && checkBinary(r.env.Binary) == nil && exists(r.env.Binary):
+		alt = r.env.Binary
+	case r.pin() != nil && r.pin().Copy != "" && exists(r.pin().Copy):
+		alt = r.pin().Copy
+	}
+	if alt == "" {
+		return b
+	}
+	if b != "" {
+		r.warnf("the timers ran %s, which is gone; they now run %s (install cryochamber again and run `cryochamber reload --dir %s`)", b, alt, r.dir)
+	}
+	r.st.Binary = alt
+	return alt
+}
+
+// migrateLegacy adopts a chamber started by an earlier cryochamber, which kept its state in
+// timer.json in the chamber: once, when the private state directory already holds the pin that
+// earlier start wrote (proof the operator started it) and no state of its own yet.
+func migrateLegacy(env *Env, dir string, s store) error {
+	if !exists(s.path(pinName)) || s.exists() {
+		return nil
+	}
+	fs, err := confined.Open(dir)
+	if err != nil {
+		return nil
+	}
+	defer fs.Close()
+	data, err := fs.ReadFile(StateFile, maxStateSize)
+	if err != nil {
+		return nil
+	}
+	st, err := parseState(filepath.Join(dir, StateFile), data)
+	if err != nil {
+		return nil
+	}
+	lock, err := s.tryLock()
+	if err != nil {
+		return nil
+	}
+	defer lock.Unlock()
+	if todo, err := fs.ReadFile(todoName, maxStateSize); err == nil {
+		_ = s.write(todoName, todo, nil)
+	}
+	data, err = st.marshal(env.Now())
+	if err != nil {
+		return err
+	}
+	if err := s.write(stateName, data, nil); err != nil {
+		return &Error{Msg: "cannot adopt the chamber's state", Err: err}
+	}
+	env.warnf("adopted the state of %s from its timer.json (started by an earlier cryochamber); from now on it lives in %s", dir, string(s))
+	return nil
+}

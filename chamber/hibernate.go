@@ -1,0 +1,421 @@
+package chamber
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cryochamber/cryochamber/marker"
+	"github.com/cryochamber/cryochamber/timer"
+	"github.com/cryochamber/cryochamber/validate"
+)
+
+// retryDelays are the waits before fast retry 1, 2, 3 of a failed session; later fast retries
+// use the last. After max_retries the chamber retries every slow_retry.
+var retryDelays = []time.Duration{5 * time.Minute, 15 * time.Minute, 60 * time.Minute}
+
+// hibernate validates the markers of session n, arms the timers and saves the state.
+func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outcome, validAt time.Time) error {
+	now := r.now()
+	r.lastMarkers = m
+	rep := validate.New(r.out)
+	rep.Session = n
+	v := r.judge(rep, m, validAt, r.st.Reason)
+	if rep.Failed() {
+		return r.refuse(ctx, n, rep, o)
+	}
+	if err := r.addTodos(n, m.Todos, validAt); err != nil {
+		rep.Add(validate.StepLog, validate.Fail, "cannot record the TODOs: %v", err)
+		return r.refuse(ctx, n, rep, o)
+	}
+	if v.next == nil {
+		return r.complete(ctx, n, m, o, rep)
+	}
+	if err := r.arm(ctx, rep, *v.next); err != nil {
+		return r.refuse(ctx, n, rep, o)
+	}
+	r.env.checkpoint("armed")
+	r.hostChecks(rep)
+	if rep.Failed() {
+		return r.refuse(ctx, n, rep, o)
+	}
+	if r.cancelRequested() {
+		return r.honourCancel(ctx, n, o)
+	}
+	recovered := r.st.RetryingSince != nil
+	r.st.Phase = PhaseArmed
+	r.st.Wake = v.next
+	r.st.PlanWake = v.planWake
+	r.st.Reason = v.nextReason
+	r.st.Command = v.cmdLine
+	r.st.Task = v.task
+	r.st.Retries = 0
+	r.st.RetryingSince = nil
+	r.recordMarkers(m)
+	r.st.Last = r.outcomeRecord(n, o, exitSummary(m))
+	r.st.Holder = nil
+	if err := r.finishClaims(n, m, o); err != nil {
+		r.warnf("%v", err)
+	}
+	r.st.Claimed = nil
+	r.st.Warnings = v.warnings // shown in the next prompt
+	rep.Finish()
+	if err := r.save(); err != nil {
+		return err
+	}
+	r.recordHistory(n, o, m, "")
+	if r.cancelRequested() {
+		// cancel ran between our check and the save: it may have removed timers we then armed.
+		return r.honourCancel(ctx, n, o)
+	}
+	rep.WriteVerdict(r.out)
+	r.printf("hibernating: session %d at %s (%s)", n+1, v.next.In(r.cfg.Location).Format(time.RFC3339), Relative(*v.next, now))
+	if recovered {
+		r.notify(ctx, n, "recovered", fmt.Sprintf("session %d succeeded after the failures that began %s: the chamber is back on its plan (next wake %s).",
+			n, o.start.Format(time.RFC3339), v.next.Format(time.RFC3339)))
+	}
+	if m.Exit != nil && m.Exit.Code == 2 {
+		r.alert(ctx, n, "failure", fmt.Sprintf("session %d reported failure (EXIT 2): %s", n, m.Exit.Summary),
+			fmt.Sprintf("read `cryochamber log --dir %s --session %d`; the chamber goes on as the agent asked", r.dir, n), m)
+	}
+	return r.save()
+}
+
+// arm arms the wake timer at t and the dead-man timer after it, recording steps 4 to 6.
+func (r *runner) arm(ctx context.Context, rep *validate.Report, t time.Time) error {
+	ch := r.timerChamber()
+	wakeJob := timer.Job{Kind: timer.Wake, At: t, Argv: r.wakeArgv()}
+	fb := t.Add(r.cfg.FallbackAfter.D).UTC()
+	fbJob := timer.Job{Kind: timer.Fallback, At: fb, Argv: r.fallbackArgv()}
+	// Both timers in one step (one reload of the user manager). If that fails, the wake alone
+	// still decides whether we may hibernate; the dead-man timer is only worth a warning.
+	var name string
+	fbErr := r.withBackend(ctx, func(be timer.Backend) error { name = be.Name(); return be.Arm(ctx, ch, wakeJob, fbJob) })
+	if fbErr != nil {
+		if err := r.withBackend(ctx, func(be timer.Backend) error { name = be.Name(); return be.Arm(ctx, ch, wakeJob) }); err != nil {
+			rep.Add(validate.StepTimer, validate.Fail, "%s: %v", orBackend(name), err)
+			return err
+		}
+	}
+	rep.Add(validate.StepTimer, validate.Pass, "%s %s-wake", name, r.id)
+	var got time.Time
+	var ok bool
+	err := r.withBackend(ctx, func(be timer.Backend) (err error) { got, ok, err = be.Next(ctx, r.id, timer.Wake); return err })
+	agree, want := timerAgrees(name, r.env.Local, t, got)
+	switch {
+	case err != nil:
+		rep.Add(validate.StepReadback, validate.Fail, "cannot read the timer back: %v", err)
+		return err
+	case !ok:
+		rep.Add(validate.StepReadback, validate.Fail, "%s reports no next elapse for %s-wake", name, r.id)
+		return errors.New("no next elapse")
+	case !agree:
+		rep.Add(validate.StepReadback, validate.Fail, "%s reports the next elapse at %s, want %s", name, got.UTC().Format(time.RFC3339), want.UTC().Format(time.RFC3339))
+		return errors.New("timer mismatch")
+	default:
+		rep.Add(validate.StepReadback, validate.Pass, "%s reports %s", name, got.UTC().Format(time.RFC3339))
+	}
+	wt := t.UTC()
+	r.st.Timers.Wake = &wt
+	r.st.Timers.Fallback = nil
+	if fbErr != nil {
+		rep.Add(validate.StepFallback, validate.Warn, "no dead-man timer: %v", fbErr)
+	} else if err := r.withBackend(ctx, func(be timer.Backend) (err error) { _, ok, err = be.Next(ctx, r.id, timer.Fallback); return err }); err != nil || !ok {
+		rep.Add(validate.StepFallback, validate.Warn, "the dead-man timer does not report a next elapse (%v)", err)
+	} else {
+		r.st.Timers.Fallback = &fb
+		rep.Add(validate.StepFallback, validate.Pass, "dead-man alert at %s (fallback_after %s)", fb.Format(time.RFC3339), r.cfg.FallbackAfter.D)
+	}
+	r.syncWatch(ctx, ch)
+	return nil
+}
+
+func orBackend(name string) string {
+	if name == "" {
+		return "the timer manager"
+	}
+	return name
+}
+
+// armDeadman arms the dead-man timer for a session that starts at start: every session has
+// one, whatever woke it (a message, send --wake, wake --now), so that a session killed hard is
+// recovered, and one that hangs is reported, at start + fallback_after.
+func (r *runner) armDeadman(ctx context.Context, start time.Time) {
+	at := ceilSecond(start.Add(r.cfg.FallbackAfter.D)).UTC()
+	if f := r.st.Timers.Fallback; f != nil && !f.After(at) && !f.Before(start) {
+		return // the plan's dead-man already comes first
+	}
+	job := timer.Job{Kind: timer.Fallback, At: at, Argv: r.fallbackArgv()}
+	if err := r.withBackend(ctx, func(be timer.Backend) error { return be.Arm(ctx, r.timerChamber(), job) }); err != nil {
+		r.warnf("cannot arm the dead-man timer for this session: %v", err)
+		return
+	}
+	r.st.Timers.Fallback = &at
+	if err := r.save(); err != nil {
+		r.warnf("%v", err)
+	}
+}
+
+// syncWatch installs or removes the inbox watcher to match watch_inbox (a watcher that went
+// missing is installed again at every hibernation).
+func (r *runner) syncWatch(ctx context.Context, ch timer.Chamber) {
+	if *r.cfg.WatchInbox {
+		inbox := r.dir + "/" + inboxDir
+		if err := r.withBackend(ctx, func(be timer.Backend) error { return be.Watch(ctx, ch, inbox, r.wakeArgv()) }); err != nil {
+			r.warnf("cannot watch the inbox (messages wait for the next wake): %v", err)
+			r.st.Timers.Watch = false
+			return
+		}
+		r.st.Timers.Watch = true
+		return
+	}
+	if r.st.Timers.Watch {
+		_ = r.withBackend(ctx, func(be timer.Backend) error { return be.Unwatch(ctx, r.id) })
+	}
+	r.st.Timers.Watch = false
+}
+
+// timerAgrees reports whether the OS's next elapse got matches a timer armed for t, and the time
+// the OS should report. systemd keeps the second. launchd has no seconds and no year: it fires
+// at the minute t rounds up to, every year, so the comparison is on the calendar (month, day,
+// hour, minute in the Mac's zone), which also covers a WAKE more than a year away.
+func timerAgrees(backend string, loc *time.Location, t, got time.Time) (bool, time.Time) {
+	if backend == "launchd" {
+		want, fire, err := timer.CalendarFor(t, loc)
+		if err != nil {
+			return false, t
+		}
+		have, _, err := timer.CalendarFor(got, loc)
+		return err == nil && have == want, fire
+	}
+	want := ceilSecond(t)
+	return got.Truncate(time.Second).Equal(want), want
+}
+
+// hostChecks are steps 7 and 8.
+func (r *runner) hostChecks(rep *validate.Report) {
+	st, detail := validate.LogWritable(r.logPath())
+	rep.Add(validate.StepLog, st, "%s", detail)
+	st, detail = validate.FreeDisk(r.dir, r.cfg.MinFreeDisk.N)
+	rep.Add(validate.StepDisk, st, "%s", detail)
+}
+
+// complete ends the plan: no WAKE and nothing pending. It is never silent: the outbox and the
+// operator's targets get a notice.
+func (r *runner) complete(ctx context.Context, n int, m *marker.Result, o outcome, rep *validate.Report) error {
+	if r.cancelRequested() {
+		return r.honourCancel(ctx, n, o)
+	}
+	rep.Add(validate.StepTimer, validate.Skip, "plan complete: no timer to arm")
+	rep.Add(validate.StepReadback, validate.Skip, "plan complete")
+	rep.Add(validate.StepFallback, validate.Skip, "plan complete")
+	r.hostChecks(rep)
+	if err := r.disarmAll(ctx); err != nil {
+		r.warnf("%v", err)
+	}
+	// The claimed messages are answered before the claims are cleared.
+	if err := r.finishClaims(n, m, o); err != nil {
+		r.warnf("%v", err)
+	}
+	r.st.Phase = PhaseComplete
+	r.st.Wake = nil
+	r.st.PlanWake = nil
+	r.st.Reason = ""
+	r.st.Retries = 0
+	r.st.RetryingSince = nil
+	r.recordMarkers(m)
+	r.st.Last = r.outcomeRecord(n, o, exitSummary(m))
+	r.st.Holder = nil
+	r.st.Claimed = nil
+	r.st.Warnings = nil
+	rep.Finish()
+	rep.OK = true
+	if err := r.save(); err != nil {
+		return err
+	}
+	r.recordHistory(n, o, m, "")
+	rep.WriteVerdict(r.out)
+	r.printf("plan complete after session %d: timers removed", n)
+	summary := exitSummary(m)
+	r.notify(ctx, n, "complete", fmt.Sprintf("The plan is complete: session %d printed no WAKE (EXIT %d: %s). No timer is armed.\nTo continue it, edit plan.md and run: cryochamber start %s",
+		n, o.exit, summary, r.dir+"/"+r.planName()))
+	if m.Exit != nil && m.Exit.Code == 2 {
+		r.alert(ctx, n, "failure", fmt.Sprintf("session %d ended the plan with a failure (EXIT 2): %s", n, summary), r.resumeHint(), m)
+	}
+	return r.save()
+}
+
+// refuse is a validation refusal: nothing stays armed, the alerts go out, exit 1.
+func (r *runner) refuse(ctx context.Context, n int, rep *validate.Report, o outcome) error {
+	if r.cancelRequested() {
+		// A cancel that raced this session (it may have removed the timer between our arming and
+		// the read-back) wins: the operator asked for nothing to run, so nothing is an error.
+		return r.honourCancel(ctx, n, o)
+	}
+	rep.Finish()
+	rep.OK = false
+	if err := r.disarmAll(ctx); err != nil {
+		r.warnf("%v", err)
+	}
+	if err := r.finishClaims(n, r.lastMarkers, o); err != nil {
+		r.warnf("%v", err)
+	}
+	r.st.Phase = PhaseFailed
+	r.st.Wake = nil
+	r.st.Holder = nil
+	r.st.Claimed = nil
+	reason := o.reason
+	if reason == "" {
+		reason = "refused"
+	}
+	r.st.Last = r.outcomeRecord(n, o, "refused to hibernate")
+	r.st.Last.Reason = reason
+	saveErr := r.save()
+	r.recordHistory(n, o, r.lastMarkers, "refused")
+	rep.WriteVerdict(r.out)
+	msg := fmt.Sprintf("session %d: refused to hibernate; no timer is armed: the plan has stopped.\n%s", n, strings.Join(rep.Errors, "\n"))
+	if tail := r.blockTail(n, 8); tail != "" {
+		msg += "\n\nThe session's last lines:\n" + tail
+	}
+	r.alert(ctx, n, "refused", msg, r.resumeHint()+fmt.Sprintf(" (`cryochamber validate --dir %s` shows the checks, `cryochamber log --dir %s --session %d` the session)", r.dir, r.dir, n), nil)
+	if saveErr != nil {
+		return saveErr
+	}
+	if err := r.save(); err != nil {
+		return err
+	}
+	return &Error{Msg: fmt.Sprintf("refused to hibernate after session %d: %s", n, strings.Join(rep.Errors, "; ")),
+		Hint: "fix the cause, then run `cryochamber start` again (see `cryochamber validate` and `cryochamber log`)"}
+}
+
+// retry handles a session that failed without a valid answer: re-armed at +5m, +15m, +60m;
+// after max_retries the operator is alerted once and the chamber keeps retrying every
+// slow_retry until a session succeeds (a "recovered" notice) or the operator cancels. An outage
+// never ends a plan by itself.
+func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) error {
+	if r.cancelRequested() {
+		return r.honourCancel(ctx, n, o)
+	}
+	now := r.now()
+	r.st.Retries++
+	max := *r.cfg.MaxRetries
+	r.st.Last = r.outcomeRecord(n, o, o.detail)
+	r.recordFallbacksOnly(m)
+	if err := r.finishClaims(n, nil, o); err != nil {
+		r.warnf("%v", err)
+	}
+	slow := r.st.Retries > max
+	delay := r.cfg.SlowRetry.D
+	if !slow {
+		delay = retryDelays[min(r.st.Retries, len(retryDelays))-1]
+	}
+	t := ceilSecond(o.end.Add(delay).UTC())
+	if t.Before(now.Add(armLead)) {
+		t = now.Add(armLead).Truncate(time.Second).Add(time.Second)
+	}
+	reason := WhyRetry
+	if p, why := r.pendingWake(now); p != nil && p.Before(t) {
+		// A TODO (or a message) is due before the retry: wake for it; the retry count stays.
+		t, reason = *p, why
+	}
+	rep := validate.New(r.out)
+	rep.Session = n
+	rep.Add(validate.StepMarkers, validate.Fail, "session %d failed (%s): retry %d", n, o.reason, r.st.Retries)
+	rep.SetWake(t)
+	rep.Add(validate.StepWake, validate.Pass, "retry at %s (%s)", t.Format(time.RFC3339), Relative(t, now))
+	if err := r.arm(ctx, rep, t); err != nil {
+		return r.refuse(ctx, n, rep, o)
+	}
+	firstSlow := slow && r.st.RetryingSince == nil
+	if firstSlow {
+		since := o.end.UTC()
+		r.st.RetryingSince = &since
+	}
+	r.st.Phase = PhaseArmed
+	r.st.Wake = &t
+	r.st.Reason = reason
+	r.st.Holder = nil
+	r.st.Claimed = nil
+	if err := r.save(); err != nil {
+		return err
+	}
+	r.recordHistory(n, o, m, "")
+	why := fmt.Sprintf("Session %d failed (%s): %s.", n, o.reason, o.detail)
+	if tail := r.blockTail(n, 8); tail != "" {
+		why += "\nIts last lines:\n" + tail
+	}
+	switch {
+	case firstSlow:
+		r.printf("session %d failed (%s); the %d fast retries are used up: retrying every %s (next at %s)", n, o.reason, max, fmtDur(r.cfg.SlowRetry.D), t.Format(time.RFC3339))
+		r.alert(ctx, n, o.reason, fmt.Sprintf("%s\nThe %d fast retries are used up. The chamber keeps retrying every %s (next at %s) until a session succeeds; you will be told when it recovers.",
+			why, max, fmtDur(r.cfg.SlowRetry.D), t.Format(time.RFC3339)),
+			fmt.Sprintf("fix the cause (see `cryochamber log --dir %s --session %d`), then `cryochamber wake --dir %s --now` to try at once; or `cryochamber cancel --dir %s` to stop", r.dir, n, r.dir, r.dir), m)
+	case slow:
+		r.printf("session %d failed (%s); still retrying every %s since %s (next at %s)", n, o.reason, fmtDur(r.cfg.SlowRetry.D), r.st.RetryingSince.Format(time.RFC3339), t.Format(time.RFC3339))
+		r.writeNotice(n, o.end, o.reason, why+fmt.Sprintf("\nStill retrying every %s; next at %s.\n", fmtDur(r.cfg.SlowRetry.D), t.Format(time.RFC3339)))
+	default:
+		r.printf("session %d failed (%s); retry %d of %d at %s (%s)", n, o.reason, r.st.Retries, max, t.In(r.cfg.Location).Format(time.RFC3339), Relative(t, now))
+		r.writeNotice(n, o.end, o.reason, why+fmt.Sprintf("\nRetry %d of %d at %s. No one was alerted yet: alerts go out when the fast retries are used up.\n",
+			r.st.Retries, max, t.Format(time.RFC3339)))
+	}
+	if err := r.save(); err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("session %d failed (%s); retry %d of %d armed at %s", n, o.reason, r.st.Retries, max, t.Format(time.RFC3339))
+	if slow {
+		msg = fmt.Sprintf("session %d failed (%s); the fast retries are used up: retrying every %s, next at %s", n, o.reason, fmtDur(r.cfg.SlowRetry.D), t.Format(time.RFC3339))
+	}
+	return &Error{Msg: msg, Hint: "see `cryochamber log --session " + fmt.Sprint(n) + "`"}
+}
+
+// outcomeRecord is the Outcome the state keeps of session n.
+func (r *runner) outcomeRecord(n int, o outcome, summary string) *Outcome {
+	return &Outcome{Session: n, Exit: o.exit, Summary: summary, Reason: o.reason, Why: r.st.Reason, Start: o.start.UTC(), End: o.end.UTC()}
+}
+
+// disarmAll removes the wake and dead-man timers and the inbox watcher (the alert timer stays
+// while an alert is undelivered).
+func (r *runner) disarmAll(ctx context.Context) error {
+	alert := r.st.Timers.Alert
+	r.st.Timers = Timers{Alert: alert}
+	err := r.withBackend(ctx, func(be timer.Backend) error {
+		var errs []error
+		for _, k := range []timer.Kind{timer.Wake, timer.Fallback} {
+			errs = append(errs, be.Disarm(ctx, r.id, k))
+		}
+		errs = append(errs, be.Unwatch(ctx, r.id))
+		return errors.Join(errs...)
+	})
+	if err != nil {
+		return fmt.Errorf("cannot remove the timers: %w", err)
+	}
+	return nil
+}
+
+func (r *runner) recordMarkers(m *marker.Result) {
+	r.st.Plans = nil
+	if m == nil {
+		return
+	}
+	for _, p := range m.Plans {
+		r.st.Plans = append(r.st.Plans, p.Text)
+	}
+	r.recordFallbacksOnly(m)
+}
+
+func (r *runner) recordFallbacksOnly(m *marker.Result) {
+	if m == nil {
+		return
+	}
+	// The dead-man targets are those of the latest session that answered (SPEC 7): a session
+	// without FALLBACK markers clears the earlier ones.
+	var fbs []FallbackEntry
+	for _, f := range m.Fallbacks {
+		if r.targetAllowed(f.Action, f.Target) {
+			fbs = append(fbs, FallbackEntry{Action: f.Action, Target: f.Target, Message: f.Message})
+		}
+	}
+	r.st.Fallbacks = fbs
+}

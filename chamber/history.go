@@ -1,0 +1,190 @@
+package chamber
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cryochamber/cryochamber/internal/termtext"
+	"github.com/cryochamber/cryochamber/marker"
+)
+
+// The history index: one JSON line per finished session, appended to a yearly file in the
+// private state directory (history-2026.jsonl). A wake writes one line; `history` reads only
+// the years it is asked for. The log keeps the sessions' text; the index keeps what a person
+// asks of a long plan ("what did it do in March, and what did it cost").
+
+// HistoryRow is one finished session. Its field names are those of status and ps.
+type HistoryRow struct {
+	Session   int       `json:"session"`
+	Why       Why       `json:"reason"`          // what woke it: plan, retry, todo, inbox, requested, start
+	Due       time.Time `json:"due"`             // when it was due
+	Started   time.Time `json:"started"`         //
+	Late      string    `json:"late"`            // how late it started (Go duration)
+	Ended     time.Time `json:"ended"`           //
+	Duration  string    `json:"duration"`        // how long it ran (Go duration)
+	Exit      int       `json:"exit"`            // 0, 1, 2
+	Outcome   string    `json:"outcome"`         // ok, partial, failure, or why it failed (crashed, timeout, invalid, ...)
+	Summary   string    `json:"summary"`         // the EXIT summary or the failure's detail
+	Answered  int       `json:"answered"`        // messages it answered
+	Replies   int       `json:"replies"`         // REPLY markers
+	TodosAdd  int       `json:"todos_added"`     //
+	Alert     string    `json:"alert,omitempty"` // the alert sent after it, if any
+	NextWake  string    `json:"next_wake,omitempty"`
+	Chamber   string    `json:"-"`
+	writtenAt time.Time
+}
+
+// historyFile is the index file of a year.
+func (s store) historyFile(year int) string {
+	return s.path(fmt.Sprintf("history-%d.jsonl", year))
+}
+
+// recordHistory appends session n to the index (best effort: the index is a convenience, the
+// log is the record).
+func (r *runner) recordHistory(n int, o outcome, m *marker.Result, stop string) {
+	if r.readOnly {
+		return
+	}
+	due := o.start
+	if r.st.Wake != nil && r.st.Phase == PhaseRunning {
+		due = *r.st.Wake
+	}
+	row := HistoryRow{
+		Session: n, Why: r.st.Reason, Due: due.UTC(), Started: o.start.UTC(), Ended: o.end.UTC(),
+		Late: max(o.start.Sub(due), 0).Round(time.Second).String(), Duration: o.end.Sub(o.start).Round(time.Second).String(),
+		Exit: o.exit, Answered: len(r.st.Claimed),
+	}
+	if r.st.Last != nil && r.st.Last.Session == n {
+		row.Why = r.st.Last.Why
+		row.Summary = r.st.Last.Summary
+	}
+	switch {
+	case o.reason != "":
+		row.Outcome = o.reason
+	case o.exit == 0:
+		row.Outcome = "ok"
+	case o.exit == 1:
+		row.Outcome = "partial"
+	default:
+		row.Outcome = "failure"
+	}
+	if stop != "" {
+		row.Outcome += "; " + stop
+	}
+	if m != nil {
+		row.Replies = len(m.Replies)
+		row.TodosAdd = len(m.Todos)
+	}
+	if r.st.Phase == PhaseArmed && r.st.Wake != nil {
+		row.NextWake = r.st.Wake.UTC().Format(time.RFC3339)
+	}
+	line, err := json.Marshal(row)
+	if err != nil {
+		return
+	}
+	f, err := os.OpenFile(r.store.historyFile(o.end.UTC().Year()), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		r.warnf("cannot record session %d in the history: %v", n, err)
+		return
+	}
+	defer f.Close()
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		r.warnf("cannot record session %d in the history: %v", n, err)
+	}
+}
+
+// HistoryOptions are the options of `cryochamber history`.
+type HistoryOptions struct {
+	Dir   string
+	Since time.Time // zero: everything
+	Until time.Time // zero: up to now
+}
+
+// History lists the chamber's finished sessions, oldest first, from the index.
+func History(ctx context.Context, env *Env, opts HistoryOptions) ([]HistoryRow, error) {
+	r, _, err := open(ctx, env, opts.Dir, openOptions{readOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	files, _ := filepath.Glob(r.store.path("history-*.jsonl"))
+	sort.Strings(files)
+	rows := []HistoryRow{}
+	for _, f := range files {
+		var year int
+		if _, err := fmt.Sscanf(filepath.Base(f), "history-%d.jsonl", &year); err != nil {
+			continue
+		}
+		if !opts.Since.IsZero() && year < opts.Since.UTC().Year() || !opts.Until.IsZero() && year > opts.Until.UTC().Year() {
+			continue
+		}
+		got, err := readHistory(f, opts)
+		if err != nil {
+			return nil, &Error{Msg: "cannot read the history", Err: err}
+		}
+		rows = append(rows, got...)
+	}
+	return rows, nil
+}
+
+// readHistory reads one yearly index file, keeping the rows in the asked range. A line that does
+// not parse (a crash cut it) is skipped.
+func readHistory(path string, opts HistoryOptions) ([]HistoryRow, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var rows []HistoryRow
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var row HistoryRow
+		if json.Unmarshal(sc.Bytes(), &row) != nil {
+			continue
+		}
+		if !opts.Since.IsZero() && row.Started.Before(opts.Since) || !opts.Until.IsZero() && row.Started.After(opts.Until) {
+			continue
+		}
+		rows = append(rows, row)
+	}
+	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// WriteHistory prints the rows as a table or JSON.
+func WriteHistory(w io.Writer, rows []HistoryRow, asJSON bool, loc *time.Location) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(w, "no finished session in the history")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tSTARTED\tLATE\tTOOK\tWHY\tRESULT\tANSWERED\tTODOS\tALERT\tSUMMARY")
+	for _, r := range rows {
+		result := fmt.Sprintf("EXIT %d %s", r.Exit, r.Outcome)
+		alert := r.Alert
+		if alert == "" {
+			alert = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Session, r.Started.In(loc).Format("2006-01-02 15:04 MST"), r.Late, r.Duration,
+			r.Why, result, r.Answered, r.TodosAdd, alert, termtext.Line(clipBytes(strings.TrimSpace(r.Summary), 80)))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,482 @@
+package chamber
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cryochamber/cryochamber/agent"
+	"github.com/cryochamber/cryochamber/internal/confined"
+	"github.com/cryochamber/cryochamber/internal/program"
+	"github.com/cryochamber/cryochamber/marker"
+	"github.com/cryochamber/cryochamber/sessionlog"
+	"github.com/cryochamber/cryochamber/timer"
+	"github.com/cryochamber/cryochamber/validate"
+)
+
+// armLead is how far ahead a wake that is already due is armed. A timer must not elapse while
+// its own wake service is still running: systemd merges that start into the running job and the
+// wake is lost. 5 s covers saving the state and exiting.
+const armLead = 5 * time.Second
+
+// hibernateTimeout bounds judging, arming and alerting after a session.
+const hibernateTimeout = 60 * time.Second
+
+// outcome is how a session's agent run ended, before its markers are judged.
+type outcome struct {
+	start, end time.Time
+	exit       int    // the END line's exit
+	reason     string // "" when the agent answered with a valid EXIT; else why it counts as exit 2
+	detail     string
+}
+
+// failed reports a session that did not answer (it is retried), as opposed to one that answered
+// wrongly (invalid markers: refused) or answered.
+func (o outcome) failed() bool { return o.reason != "" && o.reason != "invalid" }
+
+// runSession runs session n, due at due, then hibernates. It is the only place an agent runs.
+func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) error {
+	start := r.now()
+	var early *time.Time
+	if pw := r.st.PlanWake; pw != nil && pw.After(start) && why.early() {
+		// Woken before the plan's own WAKE: the prompt says the plan's wake is kept.
+		t := *pw
+		early = &t
+	}
+	cmd, cmdErr := r.command()
+
+	r.st.Phase = PhaseRunning
+	r.st.Session = n
+	r.st.Wake = &due
+	r.st.Reason = why
+	r.st.Holder = &Holder{PID: r.env.PID, Session: n, Since: start.UTC().Truncate(time.Second), Command: "wake"}
+	// The claim is committed by saving the state (phase running, the claimed names); only then
+	// are the files moved, so a crash at any point leaves the batch in the inbox or the archive,
+	// and the next command hands the same batch to the same session.
+	names, err := r.claimNames()
+	if err != nil {
+		names = nil // an unreadable inbox waits; the session runs
+		r.warnf("%v", err)
+	}
+	if err := r.save(); err != nil {
+		// Nothing can be recorded (a full disk, a read-only file system): the session cannot
+		// run, and the timer that woke us has fired. Say so now, to the operator's targets.
+		r.alert(ctx, n, "disk", fmt.Sprintf("session %d cannot start: %v. Nothing ran and no new timer could be recorded.", n, err),
+			fmt.Sprintf("free space (or make it writable) where the state lives (%s) and the chamber (%s), then run: cryochamber wake --dir %s --now", string(r.store), r.dir, r.dir), nil)
+		return err
+	}
+	r.store.clearFlag(requestName)
+	r.env.checkpoint("claimed")
+	batch, claimErr := r.claim(start, names)
+	// Every session has a dead-man, whatever woke it: if this process dies, or the agent hangs,
+	// someone is told at start + fallback_after.
+	r.armDeadman(ctx, start)
+	// The connection to the timer manager is not kept across the agent's run (up to hours):
+	// the bus may go away meanwhile. It is dialled again to hibernate.
+	r.closeBackend()
+
+	r.checkLog(start)
+	meta := []string{"task: " + oneLine(cmd.Task), "command: " + oneLine(cmd.Line), "due: " + due.UTC().Format(time.RFC3339) + " (" + string(why) + ")"}
+	block, err := sessionlog.Begin(r.logPath(), n, start, meta)
+	if err == nil {
+		err = claimErr
+	}
+	if err != nil {
+		// The chamber cannot be written (full, read-only, its mailbox broken): the session did
+		// not run. That is a failure of the moment, retried like a crash, never a reason to
+		// stop the plan for good.
+		if block != nil {
+			_ = block.End(r.now(), 2, "log")
+		}
+		end := r.now().UTC().Truncate(time.Second)
+		return r.retry(ctx, n, nil, outcome{start: start.UTC().Truncate(time.Second), end: end, exit: 2, reason: "log",
+			detail: fmt.Sprintf("the chamber cannot be written, so the session did not run: %v", err)})
+	}
+	r.st.LogOffset = block.Offset()
+	if err := r.save(); err != nil {
+		_ = block.End(r.now(), 2, "crashed")
+		return err
+	}
+	r.env.checkpoint("header")
+
+	parser := marker.NewParser(r.cfg.Location)
+	block.OnStdoutLine(parser.Line)
+
+	var res agent.Result
+	if cmdErr == nil {
+		cmdErr = r.checkRunnable(cmd)
+	}
+	if cmdErr != nil {
+		_ = block.Note("cannot run the command: " + cmdErr.Error())
+		res = agent.Result{ExitCode: -1, Err: cmdErr}
+	} else {
+		res = r.execute(ctx, n, cmd, due, why, early, batch, block)
+	}
+	result := parser.Result()
+	o := classify(res, result, r.cfg.SessionTimeout.D)
+	// Whole seconds, as the log records them: a recovery that re-reads the block then derives
+	// the same reply and notice names, and writes each once.
+	o.start, o.end = start.UTC().Truncate(time.Second), r.now().UTC().Truncate(time.Second)
+	if o.detail != "" {
+		_ = block.Note(o.detail)
+	}
+	if err := block.End(o.end, o.exit, o.reason); err != nil {
+		// The block could not be closed: the next command will find it torn and count the
+		// session as crashed. Say so now too.
+		r.warnf("cannot close session %d in the log: %v", n, err)
+	}
+	r.env.checkpoint("ended")
+	r.printf("session %d: %s", n, describe(o, result))
+	// What follows must finish even when we were stopped (a shutdown sends SIGTERM and waits
+	// about 90 s): without a context of its own, arming the retry would fail and the chamber
+	// would stop for good after an ordinary reboot.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hibernateTimeout)
+	defer cancel()
+	var pinErr *programChanged
+	if errors.As(cmdErr, &pinErr) {
+		rep := validate.New(r.out)
+		rep.Session = n
+		rep.Add(validate.StepCommand, validate.Fail, "%v", cmdErr)
+		return r.refuse(ctx, n, rep, o)
+	}
+	return r.afterSession(ctx, n, result, o, o.end)
+}
+
+// programChanged is a program inside the chamber that is not the one the operator accepted.
+type programChanged struct{ err error }
+
+func (e *programChanged) Error() string { return e.err.Error() }
+
+// checkRunnable resolves the command's program the way the session will run it, and refuses a
+// program inside the chamber that changed since it was accepted.
+func (r *runner) checkRunnable(cmd Command) error {
+	p, err := program.Look(cmd.Program(), r.dir, r.capturedPath())
+	if err != nil {
+		return nil // the agent runner says what to fix, and the session is retried
+	}
+	if err := r.checkProgram(p); err != nil {
+		return &programChanged{err}
+	}
+	return nil
+}
+
+// execute runs the agent (or plain step) of session n with its prompt.
+func (r *runner) execute(ctx context.Context, n int, cmd Command, due time.Time, why Why, early *time.Time, batch *claimBatch, block *sessionlog.Block) agent.Result {
+	now := r.now()
+	data := agent.PromptData{
+		Now:             now.In(r.cfg.Location),
+		Session:         n,
+		Dir:             r.dir,
+		Plan:            filepath.Join(r.dir, r.planName()),
+		Notes:           filepath.Join(r.dir, NotesFile),
+		Log:             r.logPath(),
+		Task:            cmd.Task,
+		Command:         cmd.Line,
+		Agent:           agentName(r.agentLine()),
+		Allowed:         r.cfg.AllowedList(r.agentLine()),
+		FallbackTargets: r.cfg.fallbackTargets(),
+		Attempt:         r.st.Retries,
+		Warnings:        uniqueStrings(append(append([]string(nil), r.st.Warnings...), r.warnings...)),
+		LateGrace:       r.cfg.LateGrace.D,
+	}
+	if l := r.st.Last; l != nil {
+		data.Previous = &agent.Previous{Session: l.Session, Exit: l.Exit, Summary: l.Summary, Plans: r.st.Plans, End: l.End}
+	}
+	if late := now.Sub(due); late > r.cfg.DelayedAfter.D && why != WhyStart && why != WhyInbox && why != WhyRequested {
+		data.Delayed = &agent.Delay{Due: due.In(r.cfg.Location), Late: late}
+	}
+	if early != nil {
+		by := map[Why]string{WhyInbox: "messages (below)", WhyTodo: "a TODO (below)", WhyRequested: "a request (send --wake or wake --now)"}[why]
+		data.Early = &agent.Early{Scheduled: early.In(r.cfg.Location), By: by}
+	}
+	batch.fill(&data)
+	for _, t := range r.loadTodos().Items {
+		if t.Status == "pending" {
+			data.Pending = append(data.Pending, agent.Todo{Text: t.Text, Due: t.At.In(r.cfg.Location), Attempt: t.Attempt})
+		}
+	}
+	prompt, err := agent.Prompt(data)
+	if err != nil {
+		return agent.Result{ExitCode: -1, Err: fmt.Errorf("render prompt: %w", err)}
+	}
+	promptFile := filepath.Join(r.dir, PrivateDir, PromptName)
+	if err := r.writePrompt(prompt); err != nil {
+		return agent.Result{ExitCode: -1, Err: fmt.Errorf("write the prompt file: %w", err)}
+	}
+
+	base := r.agentEnv()
+	vars := agent.Vars{Dir: r.dir, Session: n, PromptFile: promptFile}
+	var inv agent.Invocation
+	if cmd.Agent != nil {
+		inv = cmd.Agent.Invocation(prompt, base, vars)
+	} else {
+		// A plain step: it gets the chamber's variables, no prompt, and must print markers.
+		inv = agent.Spec{Command: cmd.Words, Stdin: true}.Invocation("", base, vars)
+		inv.Stdin = nil
+	}
+	// Run exactly the file that was resolved (and, inside the chamber, checked against its pin).
+	if p, err := program.Look(inv.Argv[0], r.dir, r.capturedPath()); err == nil {
+		inv.Argv = append([]string{p}, inv.Argv[1:]...)
+	}
+	r.printf("session %d: running %s", n, strings.Join(cmd.Words, " "))
+	return agent.Exec(ctx, agent.Run{
+		Invocation: inv,
+		Dir:        r.dir,
+		Timeout:    r.cfg.SessionTimeout.D,
+		Stdout:     block.Stdout(),
+		Stderr:     block.Stderr(),
+	})
+}
+
+// writePrompt writes the prompt to .cryo/prompt.md in the chamber (for agents that take a
+// file), through the confined opener: a symlink planted there is replaced, never written
+// through.
+func (r *runner) writePrompt(prompt string) error {
+	if r.fs == nil {
+		return r.fsErr
+	}
+	if err := r.fs.MkdirAll(PrivateDir, 0o700); err != nil {
+		return err
+	}
+	return r.fs.WriteFile(filepath.Join(PrivateDir, PromptName), []byte(prompt), 0o600, nil)
+}
+
+// classify decides how a run ended: answered (valid EXIT), or failed and why.
+func classify(res agent.Result, m *marker.Result, timeout time.Duration) outcome {
+	switch {
+	case res.Canceled:
+		// Stopped from outside (shutdown, logout, Ctrl-C): whatever it printed is not an answer.
+		return outcome{exit: 2, reason: "interrupted", detail: "the session was interrupted (cryochamber was stopped: shutdown, logout or a signal) and the agent killed"}
+	case res.TimedOut:
+		return outcome{exit: 2, reason: "timeout", detail: fmt.Sprintf("agent killed after session_timeout (%s) with its whole process group", timeout)}
+	case res.Err != nil:
+		return outcome{exit: 2, reason: "agent-failed", detail: "agent did not run: " + res.Err.Error()}
+	}
+	agentDetail := fmt.Sprintf("agent exited with status %d after %s", res.ExitCode, res.Duration.Round(time.Millisecond))
+	if res.Signal != "" {
+		agentDetail = fmt.Sprintf("agent killed by signal %s after %s", res.Signal, res.Duration.Round(time.Millisecond))
+	}
+	if len(m.Errors) > 0 {
+		// The agent answered, but its answer cannot be used: the session counts as a failure
+		// (exit=2 reason=invalid in the log), whatever EXIT it printed.
+		return outcome{exit: 2, reason: "invalid", detail: agentDetail + fmt.Sprintf(", with %d invalid marker(s)", len(m.Errors))}
+	}
+	if m.Exit == nil {
+		if res.ExitCode != 0 {
+			return outcome{exit: 2, reason: "crashed", detail: agentDetail + ", without an EXIT marker"}
+		}
+		return outcome{exit: 2, reason: "no-exit", detail: agentDetail + ", without an EXIT marker"}
+	}
+	return outcome{exit: m.Exit.Code, detail: agentDetail}
+}
+
+func describe(o outcome, m *marker.Result) string {
+	switch {
+	case o.reason == "invalid":
+		return fmt.Sprintf("markers invalid (%d problem(s))", len(m.Errors))
+	case o.failed():
+		return fmt.Sprintf("failed (%s): %s", o.reason, o.detail)
+	}
+	return fmt.Sprintf("EXIT %d %s", o.exit, m.Exit.Summary)
+}
+
+// afterSession judges a finished session and hibernates, retries or refuses. validAt is the time
+// the markers are judged at: the end of the session (also when a later command recovers it).
+func (r *runner) afterSession(ctx context.Context, n int, m *marker.Result, o outcome, validAt time.Time) error {
+	if o.failed() {
+		return r.retry(ctx, n, m, o)
+	}
+	return r.hibernate(ctx, n, m, o, validAt)
+}
+
+// checkLog moves aside a log that cannot be appended to safely before a new block is appended:
+// a corrupt one, or a name that is not a regular file (a symlink planted to make us append
+// elsewhere, a FIFO).
+func (r *runner) checkLog(now time.Time) {
+	_, err := sessionlog.Latest(r.logPath(), r.st.LogOffset)
+	var ce *sessionlog.CorruptError
+	if !errors.As(err, &ce) && !errors.Is(err, confined.ErrNotRegular) {
+		return
+	}
+	aside, mvErr := sessionlog.MoveAside(r.logPath(), now)
+	if mvErr != nil {
+		r.warnf("cryo.log cannot be used (%v) and could not be moved aside: %v", err, mvErr)
+		return
+	}
+	w := fmt.Sprintf("cryo.log could not be used (%v) and was moved aside to %s; the history in cryo.log starts fresh (NOTES.md is intact)", err, filepath.Base(aside))
+	r.warnf("%s", w)
+	r.warnings = append(r.warnings, w)
+	r.st.Warnings = append(r.st.Warnings, w)
+	r.st.LogOffset = 0
+}
+
+// timerChamber describes the chamber to the timer backend.
+func (r *runner) timerChamber() timer.Chamber {
+	return timer.Chamber{
+		ID:      r.id,
+		Dir:     r.dir,
+		EnvFile: r.store.path(EnvFileName),
+		Env:     r.launchdEnv(),
+		Stdout:  r.store.path(launchdOut),
+		Stderr:  r.store.path(launchdErr),
+	}
+}
+
+func (r *runner) wakeArgv() []string { return []string{r.wakeBinary(), "wake", "--dir", r.dir} }
+
+// fallbackArgv is what the dead-man and alert timers run: the pinned copy of the binary.
+func (r *runner) fallbackArgv() []string {
+	return []string{r.fallbackBinary(), "fallback", "--dir", r.dir}
+}
+
+// agentEnv is the environment every session's agent gets, session 1 included: a few variables
+// of this process that describe the user and the locale, then what `start` captured (PATH,
+// HOME, agent_env), never the alert secrets. Session 1 runs from your shell and later ones from
+// the timer; both get the same recipe, so a session that works now works at 3 a.m.
+func (r *runner) agentEnv() []string {
+	var base []string
+	for _, kv := range r.env.Environ {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "USER", k == "LOGNAME", k == "SHELL", k == "LANG", k == "LANGUAGE", k == "TZ", k == "TMPDIR",
+			k == "XDG_RUNTIME_DIR", k == "DBUS_SESSION_BUS_ADDRESS", strings.HasPrefix(k, "LC_"):
+			base = append(base, kv)
+		}
+	}
+	return withoutVars(mergeEnv(base, r.capturedEnv()), r.cfg.secretNames())
+}
+
+// capturedEnv is the environment file written at start: PATH, HOME and agent_env (read once
+// per command).
+func (r *runner) capturedEnv() []string {
+	if r.envLoaded {
+		return r.envVars
+	}
+	r.envLoaded = true
+	data, err := r.store.read(EnvFileName, 1<<20)
+	if err != nil {
+		return nil
+	}
+	if r.envVars, err = timer.ParseEnvFile(data); err != nil {
+		r.envVars = nil
+	}
+	return r.envVars
+}
+
+// capturedPath is the PATH the timers run with (captured at start).
+func (r *runner) capturedPath() string {
+	if p, ok := lookupEnv(r.capturedEnv(), "PATH"); ok {
+		return p
+	}
+	return r.env.Getenv("PATH")
+}
+
+func (r *runner) launchdEnv() []string {
+	var out []string
+	for _, kv := range r.capturedEnv() {
+		if strings.HasPrefix(kv, "PATH=") || strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "XDG_STATE_HOME=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// agentLine is the chamber's agent: `start --agent`, else cryo.toml's agent.
+func (r *runner) agentLine() string {
+	if r.st.Agent != "" {
+		return r.st.Agent
+	}
+	return r.cfg.Agent
+}
+
+// command resolves what the next session runs: the last CMD, or the agent.
+func (r *runner) command() (Command, error) {
+	if r.st.Command == "" {
+		c, err := r.cfg.AgentLine(r.agentLine())
+		if err != nil {
+			return Command{}, err
+		}
+		c.Task = r.st.Task
+		return c, nil
+	}
+	words, err := marker.SplitCommand(r.st.Command)
+	if err != nil {
+		return Command{}, fmt.Errorf("CMD %q: %w", r.st.Command, err)
+	}
+	return r.cfg.ResolveCMD(r.st.Command, words, r.agentLine())
+}
+
+// agentName is how a CMD names the chamber's agent: its first word.
+func agentName(line string) string {
+	if words, err := SplitAgentCommand(line); err == nil {
+		return words[0]
+	}
+	return line
+}
+
+func (r *runner) planName() string {
+	if r.st.Plan != "" {
+		return r.st.Plan
+	}
+	return DefaultPlan
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func lookupEnv(environ []string, k string) (string, bool) {
+	for i := len(environ) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(environ[i], k+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// mergeEnv overlays vars on base: later keys win, order of first appearance kept.
+func mergeEnv(base, vars []string) []string {
+	idx := map[string]int{}
+	var out []string
+	for _, list := range [][]string{base, vars} {
+		for _, kv := range list {
+			k, _, _ := strings.Cut(kv, "=")
+			if i, ok := idx[k]; ok {
+				out[i] = kv
+				continue
+			}
+			idx[k] = len(out)
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func uniqueStrings(in []string) []string {
+	var out []string
+	for _, s := range in {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// withoutVars drops the named variables (alert secrets) from env.
+func withoutVars(env, names []string) []string {
+	if len(names) == 0 {
+		return env
+	}
+	out := env[:0:0]
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(names, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

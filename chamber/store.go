@@ -1,0 +1,147 @@
+package chamber
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/cryochamber/cryochamber/internal/atomicfile"
+	"github.com/cryochamber/cryochamber/timer"
+)
+
+// Files of a chamber's private state directory (see the package doc). The directory is 0700
+// and every file in it 0600: the agent cannot reach it, and nothing in the chamber can point
+// into it.
+const (
+	stateName      = "state.json" // the authoritative state
+	todoName       = "todo.json"  // the authoritative TODOs
+	lockName       = "lock"       // flock(2); never replaced or removed
+	cancelledName  = "cancelled"  // a cancel that a running session must honour
+	requestName    = "wake-request"
+	EnvFileName    = "env"     // PATH, HOME and agent_env: systemd's EnvironmentFile=
+	SecretsFile    = "secrets" // the alert secrets, never given to the agent
+	acceptedConfig = "cryo.toml"
+	pinName        = "pin.json"
+	alertsDir      = "alerts"        // alerts still to deliver, one file each
+	launchdOut     = "launchd.out"   // launchd's StandardOutPath
+	launchdErr     = "launchd.err"   // launchd's StandardErrorPath
+	todoArchive    = "todo-archive"  // done TODOs rotated out of todo.json, one file per year
+	historyName    = "history.jsonl" // one line per finished session
+)
+
+// store is one chamber's private state directory.
+type store string
+
+// storeFor is the private state directory of the chamber whose ID is id.
+func storeFor(env *Env, id string) (store, error) {
+	if env.StateDir == "" {
+		return "", errors.New("no state directory: set HOME (or XDG_STATE_HOME)")
+	}
+	return store(filepath.Join(env.StateDir, "chambers", id)), nil
+}
+
+func (s store) path(name string) string { return filepath.Join(string(s), name) }
+
+// exists reports whether the chamber has been started (it has a state).
+func (s store) exists() bool { return exists(s.path(stateName)) }
+
+// ensure creates the directory (0700) and repairs a looser mode.
+func (s store) ensure() error {
+	if err := os.MkdirAll(string(s), 0o700); err != nil {
+		return fmt.Errorf("create the chamber's private state directory: %w", err)
+	}
+	return os.Chmod(string(s), 0o700)
+}
+
+// write replaces a file of the store atomically (0600).
+func (s store) write(name string, data []byte, beforeRename func()) error {
+	return atomicfile.WriteHook(s.path(name), data, 0o600, beforeRename)
+}
+
+// read reads a file of the store, bounded.
+func (s store) read(name string, limit int64) ([]byte, error) {
+	f, err := os.Open(s.path(name))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is more than the %d bytes allowed", s.path(name), limit)
+	}
+	return data, nil
+}
+
+// flag reports whether a marker file (cancelled, wake-request) is present.
+func (s store) flag(name string) bool { return exists(s.path(name)) }
+
+// setFlag records a marker file with the time it was set.
+func (s store) setFlag(name string, now time.Time) error {
+	if err := s.ensure(); err != nil {
+		return err
+	}
+	return s.write(name, []byte(now.UTC().Format(time.RFC3339)+"\n"), nil)
+}
+
+// clearFlag removes a marker file.
+func (s store) clearFlag(name string) {
+	if err := os.Remove(s.path(name)); err == nil {
+		_ = atomicfile.SyncDir(string(s))
+	}
+}
+
+// chamberID is the ID of the chamber at the canonical path dir: it names the units, the labels
+// and the private state directory. It always comes from the path, never from a file.
+func chamberID(dir string) string { return timer.ID(dir) }
+
+// ErrLocked means another live process holds the chamber's lock.
+var ErrLocked = errors.New("chamber is locked by another process")
+
+// Lock is a held flock(2) on the chamber's lock file in its private state directory. The kernel
+// releases it when the process dies, however it dies, so a lock can never outlive its holder;
+// and nothing in the chamber (a .cryo that became a file, a symlink) can make it fail.
+type Lock struct {
+	f *os.File
+}
+
+// tryLock takes the lock without waiting; ErrLocked when another process holds it.
+func (s store) tryLock() (*Lock, error) {
+	if err := s.ensure(); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(s.path(lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock: %w", err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, ErrLocked
+		}
+		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+	}
+	return &Lock{f: f}, nil
+}
+
+// Unlock releases the lock. Safe to call twice.
+func (l *Lock) Unlock() {
+	if l == nil || l.f == nil {
+		return
+	}
+	_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+	_ = l.f.Close()
+	l.f = nil
+}

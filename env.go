@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cryochamber/cryochamber/chamber"
+	"github.com/cryochamber/cryochamber/timer"
+)
+
+// newEnv gathers everything the chamber package needs from the process: the clock, the
+// environment, the binary's path and the way to reach the OS timer manager.
+func newEnv(stdout, stderr io.Writer) *chamber.Env {
+	environ := os.Environ()
+	exe := binaryPath()
+	stateHome := os.Getenv("XDG_STATE_HOME")
+	if stateHome == "" {
+		if home := os.Getenv("HOME"); home != "" {
+			stateHome = filepath.Join(home, ".local", "state")
+		}
+	}
+	stateDir, registry := "", ""
+	if stateHome != "" {
+		stateDir = filepath.Join(stateHome, "cryochamber")
+		registry = filepath.Join(stateDir, "registry")
+	}
+	env := &chamber.Env{
+		Registry: registry,
+		StateDir: stateDir,
+		Now:      time.Now,
+		Local:    time.Local,
+		Binary:   exe,
+		Environ:  environ,
+		PID:      os.Getpid(),
+		Host:     hostname(),
+		Stdout:   stdout,
+		Stderr:   stderr,
+	}
+	env.Checkpoint = crashCheckpoint(os.Getenv("CRYOCHAMBER_CRASH_AT"))
+	env.OpenBackend = func(ctx context.Context, name string) (timer.Backend, error) {
+		return openBackend(ctx, env, name)
+	}
+	return env
+}
+
+// binaryPath is the path the timers will run. It keeps the path as invoked when that names this
+// very binary (/opt/homebrew/bin/cryochamber, ~/go/bin/cryochamber) instead of resolving
+// symlinks: a package upgrade replaces what the link points to and deletes the old target.
+func binaryPath() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	arg := os.Args[0]
+	if !strings.Contains(arg, "/") {
+		if p, err := exec.LookPath(arg); err == nil {
+			arg = p
+		}
+	}
+	if abs, err := filepath.Abs(arg); err == nil {
+		a, errA := os.Stat(abs)
+		b, errB := os.Stat(exe)
+		if errA == nil && errB == nil && os.SameFile(a, b) {
+			return abs
+		}
+	}
+	return exe
+}
+
+// crashCheckpoint is for the crash tests (docs/RELIABILITY.md): CRYOCHAMBER_CRASH_AT=point[:k]
+// makes the process SIGKILL itself the k-th time (default 1st) it reaches that point of a wake.
+// Unset, it does nothing.
+func crashCheckpoint(spec string) func(string) {
+	if spec == "" {
+		return nil
+	}
+	point, nth := spec, 1
+	if p, k, ok := strings.Cut(spec, ":"); ok {
+		point = p
+		if n, err := strconv.Atoi(k); err == nil && n > 0 {
+			nth = n
+		}
+	}
+	seen := 0
+	return func(name string) {
+		if name != point {
+			return
+		}
+		seen++
+		if seen == nth {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way; never return into the wake
+		}
+	}
+}
+
+// openBackend connects to the named timer backend ("" = this OS's default).
+func openBackend(ctx context.Context, env *chamber.Env, name string) (timer.Backend, error) {
+	if name == "" {
+		name = timer.DefaultBackend
+	}
+	uid := os.Getuid()
+	username := strconv.Itoa(uid)
+	if u, err := user.Current(); err == nil {
+		username = u.Username
+	}
+	home := env.Getenv("HOME")
+	switch name {
+	case "systemd":
+		cfgHome := env.Getenv("XDG_CONFIG_HOME")
+		if cfgHome == "" {
+			cfgHome = filepath.Join(home, ".config")
+		}
+		runtimeDir := env.Getenv("XDG_RUNTIME_DIR")
+		if runtimeDir == "" {
+			runtimeDir = fmt.Sprintf("/run/user/%d", uid)
+		}
+		return timer.NewSystemd(ctx, timer.SystemdOptions{
+			UnitDir:    filepath.Join(cfgHome, "systemd", "user"),
+			RuntimeDir: runtimeDir,
+			BusAddress: env.Getenv("DBUS_SESSION_BUS_ADDRESS"),
+			LingerFile: filepath.Join("/var/lib/systemd/linger", username),
+			User:       username,
+		})
+	case "launchd":
+		return timer.NewLaunchd(ctx, timer.LaunchdOptions{
+			AgentsDir: filepath.Join(home, "Library", "LaunchAgents"),
+			UID:       uid,
+			Location:  env.Local,
+			Env:       env.Environ,
+			Now:       env.Now,
+		})
+	case "":
+		return nil, fmt.Errorf("%w: no timer backend for %s (cryochamber supports systemd on Linux and launchd on macOS)", timer.ErrUnavailable, runtime.GOOS)
+	default:
+		return nil, fmt.Errorf("unknown backend %q (want systemd or launchd)", name)
+	}
+}
+
+// hostname names this machine in alerts.
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return h
+}
+
+// checkBackend refuses an unknown --backend before anything is written.
+func checkBackend(name string) error {
+	switch name {
+	case "", "systemd", "launchd":
+		return nil
+	}
+	return &usageError{fmt.Sprintf("unknown backend %q", name), "--backend is systemd (Linux) or launchd (macOS); leave it out to use this OS's"}
+}

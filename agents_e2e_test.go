@@ -633,10 +633,13 @@ func waitPhaseE2E(t *testing.T, chamber, phase string, session int, timeout time
 
 // outsideVariant is one configuration of a CLI and what it must allow.
 type outsideVariant struct {
-	name                     string
-	args                     func(work string) []string          // [agents.NAME] args
-	env                      func(work string) map[string]string // [agents.NAME] env, over the test's own
-	read, write, readPrivate bool                                // allowed: read src/app, write there, read private/
+	name string
+	args func(work string) []string // [agents.NAME] args
+	// env is the [agents.NAME] env, over the test's own; it runs after the CLI's setup and may
+	// change what that wrote in the chamber.
+	env func(t *testing.T, work, chamber string) map[string]string
+	// What the CLI must allow: read src/app, write there, read private/.
+	read, write, readPrivate bool
 }
 
 // outsideTools is how the model asks one CLI to read and write a file, and how it says no.
@@ -652,6 +655,15 @@ const (
 	outsideWritten     = "written outside the chamber by session 1\n"
 	outsideExit        = "[CRYO:EXIT 0] worked outside the chamber"
 )
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
 
 func call(name string, input map[string]string) modelserver.ToolCall {
 	data, _ := json.Marshal(input)
@@ -707,8 +719,38 @@ func TestAgentOutsideOpencode(t *testing.T) {
 		// Narrowed by the operator to the plan's directory. Elsewhere it asks, which nobody
 		// answers: refused, and with the preset's continue_loop_on_deny the session goes on
 		// (without it, opencode ends the session there, with nothing on stdout).
-		{name: "narrowed", env: func(work string) map[string]string {
+		{name: "narrowed", env: func(t *testing.T, work, chamber string) map[string]string {
 			return map[string]string{"OPENCODE_PERMISSION": `{"external_directory":{"*":"ask","` + work + `/*":"allow"}}`}
+		}, read: true, write: true},
+		// The agent can write the chamber's opencode.json, and an agent's own permission there
+		// (agent.build.permission) beats OPENCODE_PERMISSION: here a session before has planted
+		// one that allows everything, and the narrowing is gone.
+		{name: "narrowed-planted", env: func(t *testing.T, work, chamber string) map[string]string {
+			data, err := os.ReadFile(filepath.Join(chamber, "opencode.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cfg map[string]any
+			if err := json.Unmarshal(data, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			cfg["agent"] = map[string]any{"build": map[string]any{"permission": map[string]any{"external_directory": "allow"}}}
+			writeFile(t, filepath.Join(chamber, "opencode.json"), string(mustMarshal(t, cfg)))
+			return map[string]string{"OPENCODE_PERMISSION": `{"external_directory":{"*":"deny","` + work + `/*":"allow"}}`}
+		}, read: true, write: true, readPrivate: true},
+		// Narrowing holds with the project config off and the provider's config in a file
+		// outside the chamber (docs/AGENTS.md): the planted file is not read.
+		{name: "narrowed-project-config-off", env: func(t *testing.T, work, chamber string) map[string]string {
+			provider := filepath.Join(filepath.Dir(filepath.Dir(chamber)), "opencode-provider.json")
+			if err := os.Rename(filepath.Join(chamber, "opencode.json"), provider); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(chamber, "opencode.json"), `{"agent":{"build":{"permission":{"external_directory":"allow"}}}}`)
+			return map[string]string{
+				"OPENCODE_CONFIG":                 provider,
+				"OPENCODE_DISABLE_PROJECT_CONFIG": "1",
+				"OPENCODE_PERMISSION":             `{"external_directory":{"*":"deny","` + work + `/*":"allow"}}`,
+			}
 		}, read: true, write: true},
 	})
 }
@@ -780,7 +822,7 @@ func runOutsideE2E(t *testing.T, c agentCase, tools outsideTools, variants []out
 				args = v.args(work)
 			}
 			if v.env != nil {
-				extra = v.env(work)
+				extra = v.env(t, work, chamber)
 			}
 			writeFile(t, filepath.Join(chamber, "cryo.toml"), cryoTOML(c, top, tableEnv, args, extra))
 			defer logOnFailure(t, srv, mgr, chamber)

@@ -91,8 +91,8 @@ func Presets() map[string]Spec {
 	return map[string]Spec{
 		"opencode": {Name: "opencode", Command: []string{"opencode", "run", "--title", "cryochamber"}, Stdin: true,
 			DefaultEnv: []string{OpencodePermission, OpencodeConfigContent}},
-		"claude":   {Name: "claude", Command: []string{"claude", "-p", "--output-format", "text", "--permission-mode", "acceptEdits"}, Stdin: true},
-		"codex":    {Name: "codex", Command: []string{"codex", "exec", "--skip-git-repo-check", "-c", `sandbox_mode="workspace-write"`}, Stdin: true},
+		"claude": {Name: "claude", Command: []string{"claude", "-p", "--output-format", "text", "--permission-mode", "acceptEdits"}, Stdin: true},
+		"codex":  {Name: "codex", Command: []string{"codex", "exec", "--skip-git-repo-check", "-c", `sandbox_mode="workspace-write"`}, Stdin: true},
 	}
 }
 

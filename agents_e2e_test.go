@@ -19,11 +19,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -80,40 +83,35 @@ func agentCLIDir(t *testing.T, prog string) string {
 // agentCase is what differs between the CLIs.
 type agentCase struct {
 	preset string
-	// setup writes the CLI's configuration (cryo.toml's agent table, the CLI's own files) and
-	// returns the cryo.toml text. home is the HOME the chamber runs with.
-	setup func(t *testing.T, srv *modelserver.Server, chamber, home string) string
+	// setup writes the CLI's configuration (the CLI's own files) and returns the top-level keys
+	// of cryo.toml and the env of the preset's [agents.NAME] table. home is the HOME the
+	// chamber runs with.
+	setup func(t *testing.T, srv *modelserver.Server, chamber, home string) (toml string, env map[string]string)
 	// key is the credential the CLI sent with a model request.
 	key func(r modelserver.Request) string
 	// echoesPrompt: the CLI copies the prompt to stderr (Codex).
 	echoesPrompt bool
 }
 
-func TestAgentClaude(t *testing.T) {
-	t.Parallel()
-	runAgentE2E(t, agentCase{
+// The three CLIs, each pointed at the model server.
+var (
+	claudeCase = agentCase{
 		preset: "claude",
-		setup: func(t *testing.T, srv *modelserver.Server, chamber, home string) string {
+		setup: func(t *testing.T, srv *modelserver.Server, chamber, home string) (string, map[string]string) {
 			// The API key comes from the environment of `start` (agent_env); where the API is,
 			// and the settings for a quiet headless run, from the preset's env table.
-			return fmt.Sprintf(`agent = "claude"
+			return `agent = "claude"
 agent_env = ["ANTHROPIC_API_KEY"]
 session_timeout = "2m"
-
-[agents.claude]
-env = { ANTHROPIC_BASE_URL = %q, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = "1", DISABLE_TELEMETRY = "1", DISABLE_AUTOUPDATER = "1", CLAUDE_CODE_MAX_RETRIES = "0" }
-`, srv.URL)
+`, map[string]string{"ANTHROPIC_BASE_URL": srv.URL, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+					"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_MAX_RETRIES": "0"}
 		},
 		key: func(r modelserver.Request) string { return r.Header.Get("X-Api-Key") },
-	})
-}
-
-func TestAgentCodex(t *testing.T) {
-	t.Parallel()
-	runAgentE2E(t, agentCase{
+	}
+	codexCase = agentCase{
 		preset:       "codex",
 		echoesPrompt: true,
-		setup: func(t *testing.T, srv *modelserver.Server, chamber, home string) string {
+		setup: func(t *testing.T, srv *modelserver.Server, chamber, home string) (string, map[string]string) {
 			// Codex ignores OPENAI_BASE_URL: a custom provider in ~/.codex/config.toml, on the
 			// Responses API (it refuses the chat one), with its retries off.
 			cfg := fmt.Sprintf(`model = "gpt-5.5"
@@ -137,19 +135,15 @@ enabled = false
 			return `agent = "codex"
 agent_env = ["OPENAI_API_KEY"]
 session_timeout = "2m"
-`
+`, nil
 		},
 		key: func(r modelserver.Request) string {
 			return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 		},
-	})
-}
-
-func TestAgentOpencode(t *testing.T) {
-	t.Parallel()
-	runAgentE2E(t, agentCase{
+	}
+	opencodeCase = agentCase{
 		preset: "opencode",
-		setup: func(t *testing.T, srv *modelserver.Server, chamber, home string) string {
+		setup: func(t *testing.T, srv *modelserver.Server, chamber, home string) (string, map[string]string) {
 			// A project config in the chamber (the agent's working directory), with the key
 			// read from the environment by opencode itself.
 			cfg := map[string]any{
@@ -169,18 +163,79 @@ func TestAgentOpencode(t *testing.T) {
 			writeFile(t, filepath.Join(chamber, "opencode.json"), string(data))
 			// Its background plugin install asks the npm registry: point it at the model
 			// server, which answers 404 at once (and records it).
-			return fmt.Sprintf(`agent = "opencode"
+			return `agent = "opencode"
 agent_env = ["CRYO_E2E_API_KEY"]
 session_timeout = "2m"
-
-[agents.opencode]
-env = { OPENCODE_DISABLE_MODELS_FETCH = "1", OPENCODE_DISABLE_AUTOUPDATE = "1", npm_config_registry = "%s/npm/" }
-`, srv.URL)
+`, map[string]string{"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
+					"npm_config_registry": srv.URL + "/npm/"}
 		},
 		key: func(r modelserver.Request) string {
 			return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 		},
-	})
+	}
+)
+
+func TestAgentClaude(t *testing.T) {
+	t.Parallel()
+	runAgentE2E(t, claudeCase)
+}
+
+func TestAgentCodex(t *testing.T) {
+	t.Parallel()
+	runAgentE2E(t, codexCase)
+}
+
+func TestAgentOpencode(t *testing.T) {
+	t.Parallel()
+	runAgentE2E(t, opencodeCase)
+}
+
+// cryoTOML is a chamber's cryo.toml: the case's top-level keys, then the preset's
+// [agents.NAME] table with args and env (the case's env, then extra, which wins).
+func cryoTOML(c agentCase, top string, env map[string]string, args []string, extra map[string]string) string {
+	merged := map[string]string{}
+	for k, v := range env {
+		merged[k] = v
+	}
+	for k, v := range extra {
+		merged[k] = v
+	}
+	var b strings.Builder
+	b.WriteString(top)
+	if len(merged) == 0 && len(args) == 0 {
+		return b.String()
+	}
+	fmt.Fprintf(&b, "\n[agents.%s]\n", c.preset)
+	if len(args) > 0 {
+		q := make([]string, len(args))
+		for i, a := range args {
+			q[i] = tomlString(a)
+		}
+		fmt.Fprintf(&b, "args = [%s]\n", strings.Join(q, ", "))
+	}
+	if len(merged) > 0 {
+		keys := make([]string, 0, len(merged))
+		for k := range merged {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		q := make([]string, len(keys))
+		for i, k := range keys {
+			q[i] = k + " = " + tomlString(merged[k])
+		}
+		fmt.Fprintf(&b, "env = { %s }\n", strings.Join(q, ", "))
+	}
+	return b.String()
+}
+
+// tomlString quotes s as a TOML literal string when it can (JSON values keep their quotes
+// readable), else as a basic string.
+func tomlString(s string) string {
+	if !strings.ContainsAny(s, "'\n\r") {
+		return "'" + s + "'"
+	}
+	b, _ := json.Marshal(s) // a JSON string is a TOML basic string
+	return string(b)
 }
 
 // scripted is the model of these tests: it answers session 1 and session 2 by the session
@@ -237,7 +292,8 @@ func runAgentE2E(t *testing.T, c agentCase) {
 
 	chamber := filepath.Join(t.TempDir(), "chamber")
 	writeFile(t, filepath.Join(chamber, "plan.md"), "Check the build of PR #41, then finish.\n")
-	writeFile(t, filepath.Join(chamber, "cryo.toml"), c.setup(t, srv, chamber, mgr.Home))
+	top, tableEnv := c.setup(t, srv, chamber, mgr.Home)
+	writeFile(t, filepath.Join(chamber, "cryo.toml"), cryoTOML(c, top, tableEnv, nil, nil))
 	m := &scripted{preset: c.preset, promptFile: filepath.Join(chamber, ".cryo", "prompt.md"),
 		prompts: map[int]string{}, session: map[int]int{}}
 	srv.Script(m.reply)
@@ -254,30 +310,8 @@ func runAgentE2E(t *testing.T, c agentCase) {
 		}
 	}
 
-	// What `start` runs with: the manager's HOME and XDG directories, a PATH with the binary
-	// and the CLI (node for codex's launcher comes from the rest of PATH), and the API key
-	// that agent_env captures for the timer's sessions. Like a user in a shell, it runs from
-	// another directory (HOME), with PWD saying so: the agent must still work in the chamber.
-	env := []string{"TZ=UTC", "LANG=C.UTF-8", "PWD=" + mgr.Home,
-		"PATH=" + binDir + ":" + cliDir + ":" + os.Getenv("PATH"),
-		"ANTHROPIC_API_KEY=" + e2eAPIKey, "OPENAI_API_KEY=" + e2eAPIKey, "CRYO_E2E_API_KEY=" + e2eAPIKey}
-	for _, kv := range mgr.Env() {
-		if !strings.HasPrefix(kv, "PATH=") {
-			env = append(env, kv)
-		}
-	}
-	defer func() {
-		if t.Failed() {
-			var seen []string
-			for _, r := range srv.Requests() {
-				seen = append(seen, fmt.Sprintf("#%d %s %s", r.Seq, r.Method, r.Path))
-			}
-			t.Logf("requests the model server saw: %v", seen)
-			log, _ := os.ReadFile(filepath.Join(chamber, "cryo.log"))
-			t.Logf("cryo.log (tail):\n%s", tail(string(log), 8000))
-			t.Logf("manager journal (tail):\n%s", tail(mgr.Journal(t), 6000))
-		}
-	}()
+	env := startEnv(mgr, cliDir)
+	defer logOnFailure(t, srv, mgr, chamber)
 
 	began := time.Now()
 	out, errOut, code := runCryoE2E(t, env, mgr.Home, "start", filepath.Join(chamber, "plan.md"))
@@ -409,6 +443,38 @@ func runAgentE2E(t *testing.T, c agentCase) {
 	if !regexp.MustCompile(`state: +complete \(session 2\)`).MatchString(st) {
 		t.Errorf("status after the plan:\n%s", st)
 	}
+}
+
+// startEnv is what `start` runs with: the manager's HOME and XDG directories, a PATH with the
+// binary and the CLI (node for codex's launcher comes from the rest of PATH), and the API key
+// that agent_env captures for the timer's sessions. Like a user in a shell, it runs from
+// another directory (HOME), with PWD saying so: the agent must still work in the chamber.
+func startEnv(mgr *systemdtest.Manager, cliDir string) []string {
+	env := []string{"TZ=UTC", "LANG=C.UTF-8", "PWD=" + mgr.Home,
+		"PATH=" + binDir + ":" + cliDir + ":" + os.Getenv("PATH"),
+		"ANTHROPIC_API_KEY=" + e2eAPIKey, "OPENAI_API_KEY=" + e2eAPIKey, "CRYO_E2E_API_KEY=" + e2eAPIKey}
+	for _, kv := range mgr.Env() {
+		if !strings.HasPrefix(kv, "PATH=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// logOnFailure logs, if the test failed, what the model server saw, the chamber's log and the
+// manager's journal.
+func logOnFailure(t *testing.T, srv *modelserver.Server, mgr *systemdtest.Manager, chamber string) {
+	if !t.Failed() {
+		return
+	}
+	var seen []string
+	for _, r := range srv.Requests() {
+		seen = append(seen, fmt.Sprintf("#%d %s %s", r.Seq, r.Method, r.Path))
+	}
+	t.Logf("requests the model server saw: %v", seen)
+	log, _ := os.ReadFile(filepath.Join(chamber, "cryo.log"))
+	t.Logf("cryo.log (tail):\n%s", tail(string(log), 8000))
+	t.Logf("manager journal (tail):\n%s", tail(mgr.Journal(t), 6000))
 }
 
 // bigBody is one bulk message: varied lines (non-ASCII, shell and JSON metacharacters, tabs)
@@ -550,5 +616,293 @@ func waitPhaseE2E(t *testing.T, chamber, phase string, session int, timeout time
 			t.Fatalf("timer.json did not reach phase %s session %d within %s: %s", phase, session, timeout, last)
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// Work outside the chamber, laid out as in the README: the chamber in ROOT/plans/review, the
+// plan's work in ROOT/src/app, and ROOT/private beside them. In one session the scripted model
+// asks the CLI, with the CLI's own tools, to read src/app/README.md, to write
+// src/app/from-agent.md and to read private/secret.txt, and then ends with an EXIT marker.
+// Whatever a CLI allows or refuses, the session must end with that marker: a refusal is one
+// refused tool call, never the end of the session. What each allows is its preset (docs/AGENTS.md,
+// "What each CLI allows") or what the operator's [agents.NAME] args or env make of it; each
+// refusal must be the CLI's own, and what it refused must be untouched.
+//
+// ROOT is under /var/tmp, not $TMPDIR: Codex's sandbox lets a session write in /tmp and
+// $TMPDIR, which would hide what it allows elsewhere.
+
+// outsideVariant is one configuration of a CLI and what it must allow.
+type outsideVariant struct {
+	name string
+	args func(work string) []string // [agents.NAME] args
+	// env is the [agents.NAME] env, over the test's own; it runs after the CLI's setup and may
+	// change what that wrote in the chamber.
+	env func(t *testing.T, work, chamber string) map[string]string
+	// What the CLI must allow: read src/app, write there, read private/.
+	read, write, readPrivate bool
+}
+
+// outsideTools is how the model asks one CLI to read and write a file, and how it says no.
+type outsideTools struct {
+	read    func(path string) modelserver.ToolCall
+	write   func(path, content string) modelserver.ToolCall
+	refused *regexp.Regexp
+}
+
+const (
+	outsideWorkText    = "The app's README: e2e-work-4f1c\n"
+	outsidePrivateText = "e2e-private-9d27\n"
+	outsideWritten     = "written outside the chamber by session 1\n"
+	outsideExit        = "[CRYO:EXIT 0] worked outside the chamber"
+)
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func call(name string, input map[string]string) modelserver.ToolCall {
+	data, _ := json.Marshal(input)
+	return modelserver.ToolCall{Name: name, Input: data}
+}
+
+func TestAgentOutsideClaude(t *testing.T) {
+	t.Parallel()
+	runOutsideE2E(t, claudeCase, outsideTools{
+		read: func(p string) modelserver.ToolCall { return call("Read", map[string]string{"file_path": p}) },
+		write: func(p, c string) modelserver.ToolCall {
+			return call("Write", map[string]string{"file_path": p, "content": c})
+		},
+		// "Claude requested permissions to read from PATH, but you haven't granted it yet."
+		refused: regexp.MustCompile(`Claude requested permissions to (read from|write to) .*, but you haven't granted it yet`),
+	}, []outsideVariant{
+		// acceptEdits: the working directory only.
+		{name: "preset"},
+		// --add-dir gives one more directory the same rights as the chamber. Its "=" form:
+		// the option takes several values, and a later word would be one of them.
+		{name: "add-dir", args: func(work string) []string { return []string{"--add-dir=" + work} }, read: true, write: true},
+	})
+}
+
+func TestAgentOutsideCodex(t *testing.T) {
+	t.Parallel()
+	sh := func(cmd string) modelserver.ToolCall { return call("exec_command", map[string]string{"cmd": cmd}) }
+	runOutsideE2E(t, codexCase, outsideTools{
+		read:  func(p string) modelserver.ToolCall { return sh("cat '" + p + "'") },
+		write: func(p, c string) modelserver.ToolCall { return sh("printf '%s' '" + c + "' > '" + p + "'") },
+		// The sandbox (bubblewrap) mounts all but the writable roots read-only.
+		refused: regexp.MustCompile(`Process exited with code 1[\s\S]*Read-only file system`),
+	}, []outsideVariant{
+		// workspace-write: reads anywhere, writes in the chamber (and /tmp, $TMPDIR) only.
+		{name: "preset", read: true, readPrivate: true},
+		{name: "add-dir", args: func(work string) []string { return []string{"--add-dir", work} }, read: true, write: true, readPrivate: true},
+	})
+}
+
+func TestAgentOutsideOpencode(t *testing.T) {
+	t.Parallel()
+	runOutsideE2E(t, opencodeCase, outsideTools{
+		read: func(p string) modelserver.ToolCall { return call("read", map[string]string{"filePath": p}) },
+		write: func(p, c string) modelserver.ToolCall {
+			return call("write", map[string]string{"filePath": p, "content": c})
+		},
+		// An "ask" that `opencode run` auto-rejects, or a "deny" rule.
+		refused: regexp.MustCompile(`The user rejected permission to use this specific tool call|The user has specified a rule which prevents you from using this specific tool call`),
+	}, []outsideVariant{
+		// The preset allows external_directory: opencode's file tools go where its shell
+		// already could.
+		{name: "preset", read: true, write: true, readPrivate: true},
+		// Narrowed by the operator to the plan's directory. Elsewhere it asks, which nobody
+		// answers: refused, and with the preset's continue_loop_on_deny the session goes on
+		// (without it, opencode ends the session there, with nothing on stdout).
+		{name: "narrowed", env: func(t *testing.T, work, chamber string) map[string]string {
+			return map[string]string{"OPENCODE_PERMISSION": `{"external_directory":{"*":"ask","` + work + `/*":"allow"}}`}
+		}, read: true, write: true},
+		// The agent can write the chamber's opencode.json, and an agent's own permission there
+		// (agent.build.permission) beats OPENCODE_PERMISSION: here a session before has planted
+		// one that allows everything, and the narrowing is gone.
+		{name: "narrowed-planted", env: func(t *testing.T, work, chamber string) map[string]string {
+			data, err := os.ReadFile(filepath.Join(chamber, "opencode.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cfg map[string]any
+			if err := json.Unmarshal(data, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			cfg["agent"] = map[string]any{"build": map[string]any{"permission": map[string]any{"external_directory": "allow"}}}
+			writeFile(t, filepath.Join(chamber, "opencode.json"), string(mustMarshal(t, cfg)))
+			return map[string]string{"OPENCODE_PERMISSION": `{"external_directory":{"*":"deny","` + work + `/*":"allow"}}`}
+		}, read: true, write: true, readPrivate: true},
+		// Narrowing holds with the project config off and the provider's config in a file
+		// outside the chamber (docs/AGENTS.md): the planted file is not read.
+		{name: "narrowed-project-config-off", env: func(t *testing.T, work, chamber string) map[string]string {
+			provider := filepath.Join(filepath.Dir(filepath.Dir(chamber)), "opencode-provider.json")
+			if err := os.Rename(filepath.Join(chamber, "opencode.json"), provider); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(chamber, "opencode.json"), `{"agent":{"build":{"permission":{"external_directory":"allow"}}}}`)
+			return map[string]string{
+				"OPENCODE_CONFIG":                 provider,
+				"OPENCODE_DISABLE_PROJECT_CONFIG": "1",
+				"OPENCODE_PERMISSION":             `{"external_directory":{"*":"deny","` + work + `/*":"allow"}}`,
+			}
+		}, read: true, write: true},
+	})
+}
+
+// outsideModel is the scripted model of these tests: by the number of tool results the
+// request carries, it reads, writes, reads the private file, then ends the session.
+type outsideModel struct {
+	steps []modelserver.ToolCall
+
+	mu    sync.Mutex
+	tools []string // what the first request offered
+	odd   []string
+}
+
+func (m *outsideModel) reply(r modelserver.Request) modelserver.Reply {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if sm := sessionLine.FindStringSubmatch(r.UserText()); sm == nil || sm[1] != "1" {
+		m.odd = append(m.odd, fmt.Sprintf("request %d (%s %s): %.200q", r.Seq, r.Method, r.Path, r.UserText()))
+		return modelserver.Text("[CRYO:EXIT 2] the scripted model did not expect this request\n")
+	}
+	results, err := r.ToolResults()
+	if err != nil {
+		m.odd = append(m.odd, err.Error())
+		return modelserver.Text("[CRYO:EXIT 2] unreadable tool results\n")
+	}
+	if m.tools == nil {
+		m.tools, _ = r.Tools()
+	}
+	if n := len(results); n < len(m.steps) {
+		c := m.steps[n]
+		c.ID = fmt.Sprintf("call_%d", n+1)
+		return modelserver.Reply{Calls: []modelserver.ToolCall{c}}
+	}
+	return modelserver.SplitEvery("I read the app's README and left a note there.\n"+outsideExit+"\n", 7)
+}
+
+func runOutsideE2E(t *testing.T, c agentCase, tools outsideTools, variants []outsideVariant) {
+	cliDir := agentCLIDir(t, c.preset)
+	mgr := systemdtest.Start(t)
+	env := startEnv(mgr, cliDir)
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			root, err := os.MkdirTemp("/var/tmp", "cryo-e2e-outside-")
+			if err != nil {
+				t.Fatalf("a directory outside $TMPDIR and /tmp: %v", err)
+			}
+			t.Cleanup(func() { os.RemoveAll(root) })
+			chamber := filepath.Join(root, "plans", "review")
+			work := filepath.Join(root, "src", "app")
+			readme, written := filepath.Join(work, "README.md"), filepath.Join(work, "from-agent.md")
+			secret := filepath.Join(root, "private", "secret.txt")
+			writeFile(t, readme, outsideWorkText)
+			writeFile(t, secret, outsidePrivateText)
+			writeFile(t, filepath.Join(chamber, "plan.md"), "Read "+readme+", leave a note beside it, then finish.\n")
+
+			srv, err := modelserver.Start()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { srv.Close() })
+			m := &outsideModel{steps: []modelserver.ToolCall{
+				tools.read(readme), tools.write(written, outsideWritten), tools.read(secret)}}
+			srv.Script(m.reply)
+			top, tableEnv := c.setup(t, srv, chamber, mgr.Home)
+			var args []string
+			var extra map[string]string
+			if v.args != nil {
+				args = v.args(work)
+			}
+			if v.env != nil {
+				extra = v.env(t, work, chamber)
+			}
+			writeFile(t, filepath.Join(chamber, "cryo.toml"), cryoTOML(c, top, tableEnv, args, extra))
+			defer logOnFailure(t, srv, mgr, chamber)
+			// A failed session leaves timers and an inbox watcher, which the removal of the
+			// chamber would trigger: cancel first (cleanups run last registered first).
+			t.Cleanup(func() {
+				cmd := exec.Command(binPath, "cancel", "--dir", chamber)
+				cmd.Dir, cmd.Env = mgr.Home, env
+				_ = cmd.Run()
+			})
+
+			out, errOut, code := runCryoE2E(t, env, mgr.Home, "start", filepath.Join(chamber, "plan.md"))
+			if code != 0 || !strings.Contains(out, "session 1: EXIT 0 worked outside the chamber") ||
+				!strings.Contains(out, "plan complete after session 1") {
+				t.Errorf("cryochamber start exited %d; want 0, session 1 ending with its EXIT marker, and the plan complete\n[stdout]\n%s[stderr]\n%s", code, out, errOut)
+			}
+
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if len(m.odd) > 0 {
+				t.Errorf("unexpected model requests: %q", m.odd)
+			}
+			for _, s := range m.steps {
+				if !slices.Contains(m.tools, s.Name) {
+					t.Errorf("the CLI does not offer the tool %q (it offers %q)", s.Name, m.tools)
+				}
+			}
+			reqs := srv.ModelRequests()
+			if len(reqs) != len(m.steps)+1 {
+				t.Fatalf("%d model requests, want %d (one per tool call, one for the end): %v", len(reqs), len(m.steps)+1, describe(reqs))
+			}
+			results, err := reqs[len(reqs)-1].ToolResults()
+			if err != nil || len(results) != len(m.steps) {
+				t.Fatalf("the last request carries %d tool results (%v), want %d", len(results), err, len(m.steps))
+			}
+			for i, r := range results {
+				if want := fmt.Sprintf("call_%d", i+1); r.CallID != want {
+					t.Errorf("tool result %d answers %q, want %q", i+1, r.CallID, want)
+				}
+			}
+			check := func(what string, allowed bool, res modelserver.ToolResult, content string) {
+				t.Helper()
+				switch {
+				case allowed && !strings.Contains(res.Output, strings.TrimSpace(content)):
+					t.Errorf("%s: allowed, but the tool result lacks %q: %.400q", what, strings.TrimSpace(content), res.Output)
+				case !allowed && strings.Contains(res.Output, strings.TrimSpace(content)):
+					t.Errorf("%s: the CLI allowed it: %.400q", what, res.Output)
+				case !allowed && !tools.refused.MatchString(res.Output):
+					t.Errorf("%s: no refusal of the CLI's (%s) in the tool result: %.400q", what, tools.refused, res.Output)
+				}
+			}
+			check("read "+readme, v.read, results[0], outsideWorkText)
+			check("read "+secret, v.readPrivate, results[2], outsidePrivateText)
+			got, err := os.ReadFile(written)
+			switch {
+			case v.write && string(got) != outsideWritten:
+				t.Errorf("write %s: allowed, but the file holds %q (%v)", written, got, err)
+			case !v.write && !errors.Is(err, os.ErrNotExist):
+				t.Errorf("write %s: refused, but the file is there (%q, %v)", written, got, err)
+			case !v.write && !tools.refused.MatchString(results[1].Output):
+				t.Errorf("write %s: no refusal of the CLI's (%s) in the tool result: %.400q", written, tools.refused, results[1].Output)
+			}
+			for p, want := range map[string]string{readme: outsideWorkText, secret: outsidePrivateText} {
+				if got, err := os.ReadFile(p); err != nil || string(got) != want {
+					t.Errorf("%s changed: %q (%v)", p, got, err)
+				}
+			}
+
+			log, err := os.ReadFile(filepath.Join(chamber, "cryo.log"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for re, n := range map[string]int{
+				`(?m)^--- CRYO END 1 \S+ exit=0 ---$`:            1,
+				`(?m)^\| ` + regexp.QuoteMeta(outsideExit) + `$`: 1,
+			} {
+				if got := len(regexp.MustCompile(re).FindAllString(string(log), -1)); got != n {
+					t.Errorf("cryo.log has %d lines matching %s, want %d", got, re, n)
+				}
+			}
+		})
 	}
 }

@@ -40,6 +40,10 @@ type Spec struct {
 	Args []string
 	// Env is extra environment ("K=V") from cryo.toml.
 	Env []string
+	// DefaultEnv is environment ("K=V") the preset sets. The session's own environment (the
+	// variables captured through agent_env) and Env override it, key by key: the operator
+	// always has the last word.
+	DefaultEnv []string
 }
 
 // Presets returns the built-in agents, keyed by name. Each call returns a fresh map, so a
@@ -53,30 +57,54 @@ type Spec struct {
 //   - Each prints only its final message on stdout. Progress, tool activity and errors go to
 //     stderr (Claude prints its API errors on stdout); Codex also echoes the whole prompt, marker
 //     examples included, to stderr. That is why markers are read from stdout only.
-//   - Unattended, nobody answers a permission prompt, so each preset grants what the protocol
-//     needs and no more: editing files in the chamber (NOTES.md). cryo.toml's
-//     `[agents.NAME] args` come after the preset's words, and for each of these flags a later
-//     one wins, so args can widen or narrow it.
+//   - Unattended, nobody answers a permission prompt: what would ask is refused. Each preset
+//     grants what the protocol needs (editing NOTES.md in the chamber), and a refusal must
+//     cost one tool call, never the session. cryo.toml's `[agents.NAME] args` come after the
+//     preset's words, and for each of these flags a later one wins, so args can widen or
+//     narrow it; `[agents.NAME] env` (and agent_env) override the preset's DefaultEnv.
 //
-// Per CLI:
-//   - opencode: `opencode run`. Its default permissions already allow edits and commands in
-//     the working directory (outside it they are refused). `--title` spares a second model
-//     request per session that would only name the session.
+// Per CLI (docs/AGENTS.md, "What each CLI allows", has the whole table, each row proved by
+// agents_e2e_test.go):
+//   - opencode: `opencode run`. `--title` spares a second model request per session that
+//     would only name the session. Its defaults allow everything (its shell included, which
+//     reads and writes anywhere the user can) except that its file tools ask before touching
+//     a file outside the working directory (external_directory), before a third identical
+//     tool call (doom_loop) and before reading a .env file. `opencode run` rejects every ask
+//     and then ends the session with nothing on stdout: a plan whose work is in another
+//     directory (the README's own example) failed every session. So the preset's
+//     OPENCODE_PERMISSION allows external_directory, which gives the file tools no more than
+//     the shell already had, and its OPENCODE_CONFIG_CONTENT sets
+//     experimental.continue_loop_on_deny, so that an ask that remains (an operator's rule,
+//     doom_loop, .env) is refused and the session goes on, as with the other two CLIs. Both
+//     are environment, not a file in the chamber, where the agent itself could change them.
 //   - claude: `claude -p --output-format text`. Without a permission mode, -p refuses every file
 //     edit ("you haven't granted it yet"); `--permission-mode acceptEdits` lets it edit files in
-//     the chamber and run simple file commands there, and still refuses other commands.
+//     the chamber and run simple file commands there, and still refuses other commands and any
+//     file outside the chamber, reads included (`--add-dir=DIR` in args adds a directory).
 //   - codex: `codex exec --skip-git-repo-check` (a chamber need not be a git repository). exec
 //     never asks for approval, and its default sandbox is read-only, so `-c
 //     sandbox_mode="workspace-write"` lets it write in the chamber (and /tmp) without network.
 //     It is a -c override rather than `--sandbox`, which codex refuses to take twice: args
-//     may still say `--sandbox danger-full-access`.
+//     may still say `--sandbox danger-full-access`. The sandbox reads anywhere; `--add-dir DIR`
+//     in args makes DIR writable too.
 func Presets() map[string]Spec {
 	return map[string]Spec{
-		"opencode": {Name: "opencode", Command: []string{"opencode", "run", "--title", "cryochamber"}, Stdin: true},
-		"claude":   {Name: "claude", Command: []string{"claude", "-p", "--output-format", "text", "--permission-mode", "acceptEdits"}, Stdin: true},
-		"codex":    {Name: "codex", Command: []string{"codex", "exec", "--skip-git-repo-check", "-c", `sandbox_mode="workspace-write"`}, Stdin: true},
+		"opencode": {Name: "opencode", Command: []string{"opencode", "run", "--title", "cryochamber"}, Stdin: true,
+			DefaultEnv: []string{OpencodePermission, OpencodeConfigContent}},
+		"claude": {Name: "claude", Command: []string{"claude", "-p", "--output-format", "text", "--permission-mode", "acceptEdits"}, Stdin: true},
+		"codex":  {Name: "codex", Command: []string{"codex", "exec", "--skip-git-repo-check", "-c", `sandbox_mode="workspace-write"`}, Stdin: true},
 	}
 }
+
+// The opencode preset's DefaultEnv (see Presets). opencode 1.18 merges OPENCODE_PERMISSION over
+// the top-level permission of every config file, and OPENCODE_CONFIG_CONTENT over the global
+// and project files (an agent's own permission in a file, agent.build.permission, still
+// applies after both). An operator who sets either variable (agent_env or [agents.opencode]
+// env) replaces the preset's value, so should keep what they need of it.
+const (
+	OpencodePermission    = `OPENCODE_PERMISSION={"external_directory":"allow"}`
+	OpencodeConfigContent = `OPENCODE_CONFIG_CONTENT={"experimental":{"continue_loop_on_deny":true}}`
+)
 
 // Program is the executable that must resolve on PATH (Command[0]), or "" if there is none.
 func Program(s Spec) string {
@@ -107,8 +135,8 @@ type Invocation struct {
 // With Stdin the prompt goes on stdin and is never appended to argv. Placeholders are replaced
 // in Command and Args in every case, in one pass (a prompt that itself contains "{prompt_file}"
 // is left alone). Without Stdin and without any placeholder, the prompt is the last argument.
-// The environment is base, then Spec.Env, then the CRYO_* variables; a later value wins and
-// each key appears once, at the position of its first occurrence.
+// The environment is Spec.DefaultEnv, then base, then Spec.Env, then the CRYO_* variables; a
+// later value wins and each key appears once, at the position of its first occurrence.
 func (s Spec) Invocation(prompt string, base []string, vars Vars) Invocation {
 	argPrompt := prompt
 	if len(prompt) > MaxArgPrompt || strings.IndexByte(prompt, 0) >= 0 {
@@ -135,7 +163,8 @@ func (s Spec) Invocation(prompt string, base []string, vars Vars) Invocation {
 		inv.Argv = append(inv.Argv, argPrompt)
 	}
 
-	env := make([]string, 0, len(base)+len(s.Env)+3)
+	env := make([]string, 0, len(s.DefaultEnv)+len(base)+len(s.Env)+3)
+	env = append(env, s.DefaultEnv...)
 	env = append(env, base...)
 	env = append(env, s.Env...)
 	env = append(env,

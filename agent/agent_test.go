@@ -27,6 +27,19 @@ func TestPresets(t *testing.T) {
 		if Program(s) != argv[0] {
 			t.Errorf("Program(%q) = %q, want %q", name, Program(s), argv[0])
 		}
+		if len(s.Args) != 0 || len(s.Env) != 0 {
+			t.Errorf("preset %q has Args %q, Env %q: those are the operator's", name, s.Args, s.Env)
+		}
+	}
+	// opencode's file tools may leave the chamber (its shell always could), and an ask that
+	// nobody answers is refused without ending the session.
+	wantEnv := map[string][]string{
+		"opencode": {`OPENCODE_PERMISSION={"external_directory":"allow"}`, `OPENCODE_CONFIG_CONTENT={"experimental":{"continue_loop_on_deny":true}}`},
+	}
+	for name, s := range p {
+		if !reflect.DeepEqual(s.DefaultEnv, wantEnv[name]) {
+			t.Errorf("preset %q DefaultEnv = %q, want %q", name, s.DefaultEnv, wantEnv[name])
+		}
 	}
 	// Each call is a fresh map: a caller's edits do not leak into the next one.
 	p["opencode"] = Spec{}
@@ -52,13 +65,25 @@ func TestInvocation(t *testing.T) {
 		wantEnv   []string
 	}{
 		{
-			name:      "preset on stdin",
+			name:      "preset on stdin, with its environment",
 			spec:      Presets()["opencode"],
 			prompt:    "do it",
 			base:      []string{"PATH=/bin"},
 			wantArgv:  []string{"opencode", "run", "--title", "cryochamber"},
 			wantStdin: ptr("do it"),
-			wantEnv:   append([]string{"PATH=/bin"}, cryo...),
+			wantEnv:   append([]string{OpencodePermission, OpencodeConfigContent, "PATH=/bin"}, cryo...),
+		},
+		{
+			// The operator has the last word: agent_env (base) over the preset, and
+			// [agents.NAME] env over both.
+			name: "preset environment overridden by agent_env and Env",
+			spec: Spec{Command: []string{"a"}, Stdin: true, DefaultEnv: []string{"P=preset", "Q=preset", "R=preset"},
+				Env: []string{"R=table"}},
+			prompt:    "p",
+			base:      []string{"Q=captured", "R=captured"},
+			wantArgv:  []string{"a"},
+			wantStdin: ptr("p"),
+			wantEnv:   append([]string{"P=preset", "Q=captured", "R=table"}, cryo...),
 		},
 		{
 			name:      "preset with args and env",

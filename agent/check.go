@@ -77,7 +77,8 @@ func (e *CheckError) Unwrap() error { return e.Err }
 // get: the captured PATH, not the caller's) or relative to dir. If it is one of the agent CLIs
 // of the presets (claude, codex, opencode, by base name), it must also run headless and answer
 // `--version` within CheckTimeout: stdin is /dev/null, the working directory is dir, and it runs
-// in its own process group, which is killed afterwards. Spec.Env is applied as for a session.
+// in its own process group, which is killed afterwards. Spec.DefaultEnv and Spec.Env are
+// applied as for a session.
 //
 // A failure is a *CheckError that says what to fix: the install command, the PATH that was
 // searched, the login a headless service needs.
@@ -87,7 +88,7 @@ func Check(ctx context.Context, s Spec, env []string, dir string) error {
 		return &CheckError{Program: s.Name, Problem: "has no command line",
 			Hint: "set `agent` in cryo.toml, or `command` in its [agents.NAME] table"}
 	}
-	env = dedupEnv(append(append([]string(nil), env...), s.Env...))
+	env = dedupEnv(append(append(append([]string(nil), s.DefaultEnv...), env...), s.Env...))
 	help, known := knownCLIs[filepath.Base(prog)]
 
 	path, err := lookPath(prog, env, dir)

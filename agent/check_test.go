@@ -89,6 +89,13 @@ echo codex-cli 0.169.0
 				Env: []string{"PATH=" + fake("opencode", "echo 1.18.33\n") + ":/usr/bin:/bin"}},
 		},
 		{
+			name: "runs with the preset's environment, as a session does",
+			spec: Presets()["opencode"],
+			path: fake("opencode", `[ "$OPENCODE_PERMISSION" = '{"external_directory":"allow"}' ] || { echo "OPENCODE_PERMISSION=$OPENCODE_PERMISSION"; exit 1; }
+echo 1.18.33
+`) + ":/usr/bin:/bin",
+		},
+		{
 			name:     "launcher without node",
 			spec:     Presets()["codex"],
 			path:     fake("codex", "echo \"/usr/bin/env: 'node': No such file or directory\" >&2\nexit 127\n") + ":/usr/bin:/bin",

@@ -17,13 +17,20 @@ func FuzzServe(f *testing.F) {
 	f.Add(uint8(1), []byte(`{"model":"m","stream":true,"input":[{"role":"user","content":[{"type":"input_text","text":"x"}]}]}`))
 	f.Add(uint8(2), []byte(`{"stream":false,"messages":[{"role":"user","content":[{"type":"text","text":null}]}]}`))
 	f.Add(uint8(3), []byte(`{"messages":[]}`))
+	f.Add(uint8(5), []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"{\"cmd\":\"ls\"}"},{"role":"tool","tool_call_id":"c","content":"x"}]}`))
+	f.Add(uint8(7), []byte(`{"stream":true,"input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"o"}]}],"tools":[{"name":"t"}]}`))
 	paths := []string{"/v1/messages", "/v1/responses", "/v1/chat/completions", "/v1/messages/count_tokens", "/v1/models"}
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		s := New()
 		s.MaxBody = 1 << 16
 		s.Script(func(r Request) Reply {
 			// Echo the user's text back, cut small: invalid UTF-8 in it must not break the stream.
-			return SplitEvery(r.UserText(), 3)
+			// On every other request it is also a tool call's input, JSON or not.
+			rep := SplitEvery(r.UserText(), 3)
+			if which%2 == 1 {
+				rep.Calls = []ToolCall{{Name: r.UserText(), Input: json.RawMessage(r.UserText())}}
+			}
+			return rep
 		})
 		p := paths[int(which)%len(paths)]
 		rec := httptest.NewRecorder()
@@ -34,6 +41,8 @@ func FuzzServe(f *testing.F) {
 		}
 		r := reqs[0]
 		_, _ = r.UserTexts()
+		_, _ = r.ToolResults()
+		_, _ = r.Tools()
 		switch rec.Code {
 		case http.StatusOK:
 			if r.Err != "" {

@@ -1,13 +1,15 @@
 // Package modelserver is a scripted model server for tests: an HTTP server on 127.0.0.1 that
 // speaks enough of the Anthropic Messages API, the OpenAI Responses API and OpenAI Chat
 // Completions for the real agent CLIs (Claude Code, Codex CLI, opencode) to run a whole session
-// against it. Each model request gets a scripted text reply (from a queue or a function of the
-// request), streamed as server-sent events or sent whole as the request asks, cut into stream
-// chunks where the script says (so that a marker can arrive split across chunks). Every request,
-// model or auxiliary, is recorded with its path, headers and body for assertions.
+// against it. Each model request gets a scripted reply (from a queue or a function of the
+// request): text, streamed as server-sent events or sent whole as the request asks, cut into
+// stream chunks where the script says (so that a marker can arrive split across chunks), and
+// optionally tool calls, which the CLI runs (or refuses) and answers in its next request
+// (Request.ToolResults). Every request, model or auxiliary, is recorded with its path, headers
+// and body for assertions.
 //
 // It never calls a real model, never listens beyond the loopback interface, and never runs a
-// tool: the scripted model only answers with text.
+// tool itself: a tool call is only text in a reply, and what happens to it is the CLI's doing.
 package modelserver
 
 import (
@@ -69,6 +71,10 @@ type Reply struct {
 	// Chunks is the reply's text in the pieces a stream sends, one delta event each. A reply
 	// that is not streamed is their concatenation.
 	Chunks []string
+	// Calls are tool calls the model makes after its text, in this order. A reply with calls
+	// ends its turn for tool use (stop reason "tool_use", "tool_calls"): the CLI runs them and
+	// sends the results in its next request.
+	Calls []ToolCall
 	// Status, when not 0 or 200, answers with that HTTP status and an error body in the
 	// request's API format whose message is Error.
 	Status int
@@ -103,6 +109,29 @@ func SplitEvery(s string, n int) Reply {
 		parts = append(parts, s)
 	}
 	return Reply{Chunks: parts}
+}
+
+// ToolCall is one tool call of a scripted reply.
+type ToolCall struct {
+	// ID names the call; the CLI's result carries it back (ToolResult.CallID). "" gives
+	// "call_<request seq>_<index>".
+	ID string
+	// Name is the tool, as the request offers it (Request.Tools): "Read" (Claude Code), "read"
+	// (opencode), "exec_command" (Codex).
+	Name string
+	// Input is the call's arguments, a JSON object as the tool's schema wants it ("" sends
+	// {}; text that is not JSON is sent as a JSON string).
+	Input json.RawMessage
+}
+
+// Call is a reply that calls one tool with input (marshalled to JSON) and says nothing else.
+// It panics if input cannot be marshalled: scripts are written by tests.
+func Call(name string, input any) Reply {
+	data, err := json.Marshal(input)
+	if err != nil {
+		panic(fmt.Sprintf("modelserver: tool call %s: %v", name, err))
+	}
+	return Reply{Calls: []ToolCall{{Name: name, Input: data}}}
 }
 
 // Failure is a reply that fails with an HTTP status and an API error.
@@ -432,7 +461,8 @@ func (e *sse) event(name string, v any) {
 	}
 }
 
-// answer sends rep in the request's API format, streamed or whole.
+// answer sends rep in the request's API format, streamed or whole: its text first, then its
+// tool calls.
 func (s *Server) answer(w http.ResponseWriter, r Request, rep Reply) {
 	id := fmt.Sprintf("%d", r.Seq)
 	model := r.Model
@@ -440,32 +470,65 @@ func (s *Server) answer(w http.ResponseWriter, r Request, rep Reply) {
 		model = "modelserver"
 	}
 	text := rep.String()
+	calls := rep.calls(r.Seq)
 	inTok, outTok := len(r.Body)/4+1, len(text)/4+1
+	for _, c := range calls {
+		outTok += len(c.Input) / 4
+	}
+	// A reply that only calls tools has no text part (the APIs send none either).
+	withText := len(calls) == 0 || text != ""
 	switch r.Kind {
 	case Anthropic:
+		stop := "end_turn"
+		if len(calls) > 0 {
+			stop = "tool_use"
+		}
+		var content []any
+		if withText {
+			content = append(content, anthropicText(text))
+		}
+		for _, c := range calls {
+			content = append(content, anthropicToolUse(c, c.Input))
+		}
 		if !r.Stream {
-			writeJSON(w, http.StatusOK, anthropicMessage("msg_"+id, model, []any{anthropicText(text)}, "end_turn", inTok, outTok))
+			writeJSON(w, http.StatusOK, anthropicMessage("msg_"+id, model, content, stop, inTok, outTok))
 			return
 		}
 		e := newSSE(w)
 		start := anthropicMessage("msg_"+id, model, []any{}, nil, inTok, 1)
 		e.event("message_start", map[string]any{"type": "message_start", "message": start})
-		e.event("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": anthropicText("")})
-		e.event("ping", map[string]any{"type": "ping"})
-		for _, c := range rep.Chunks {
-			e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": c}})
+		index := 0
+		if withText {
+			e.event("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": anthropicText("")})
+			e.event("ping", map[string]any{"type": "ping"})
+			for _, c := range rep.Chunks {
+				e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": c}})
+			}
+			e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+			index++
 		}
-		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+		for _, c := range calls {
+			e.event("content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": anthropicToolUse(c, json.RawMessage("{}"))})
+			e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(c.Input)}})
+			e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
+			index++
+		}
 		e.event("message_delta", map[string]any{"type": "message_delta",
-			"delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil},
+			"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
 			"usage": map[string]any{"output_tokens": outTok}})
 		e.event("message_stop", map[string]any{"type": "message_stop"})
 
 	case Responses:
 		respID, itemID := "resp_"+id, "msg_"+id
-		done := responsesItem(itemID, "completed", []any{responsesText(text)})
+		var output []any
+		if withText {
+			output = append(output, responsesItem(itemID, "completed", []any{responsesText(text)}))
+		}
+		for i, c := range calls {
+			output = append(output, responsesCall(fmt.Sprintf("fc_%s_%d", id, i), "completed", c, string(c.Input)))
+		}
 		if !r.Stream {
-			writeJSON(w, http.StatusOK, responsesObject(respID, model, "completed", s.Created, []any{done}, inTok, outTok))
+			writeJSON(w, http.StatusOK, responsesObject(respID, model, "completed", s.Created, output, inTok, outTok))
 			return
 		}
 		e := newSSE(w)
@@ -478,24 +541,51 @@ func (s *Server) answer(w http.ResponseWriter, r Request, rep Reply) {
 		}
 		ev("response.created", map[string]any{"response": responsesObject(respID, model, "in_progress", s.Created, []any{}, 0, 0)})
 		ev("response.in_progress", map[string]any{"response": responsesObject(respID, model, "in_progress", s.Created, []any{}, 0, 0)})
-		ev("response.output_item.added", map[string]any{"output_index": 0, "item": responsesItem(itemID, "in_progress", []any{})})
-		ev("response.content_part.added", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "part": responsesText("")})
-		for _, c := range rep.Chunks {
-			ev("response.output_text.delta", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "delta": c, "logprobs": []any{}})
+		out := 0
+		if withText {
+			ev("response.output_item.added", map[string]any{"output_index": 0, "item": responsesItem(itemID, "in_progress", []any{})})
+			ev("response.content_part.added", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "part": responsesText("")})
+			for _, c := range rep.Chunks {
+				ev("response.output_text.delta", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "delta": c, "logprobs": []any{}})
+			}
+			ev("response.output_text.done", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "text": text, "logprobs": []any{}})
+			ev("response.content_part.done", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "part": responsesText(text)})
+			ev("response.output_item.done", map[string]any{"output_index": 0, "item": output[0]})
+			out++
 		}
-		ev("response.output_text.done", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "text": text, "logprobs": []any{}})
-		ev("response.content_part.done", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "part": responsesText(text)})
-		ev("response.output_item.done", map[string]any{"output_index": 0, "item": done})
-		ev("response.completed", map[string]any{"response": responsesObject(respID, model, "completed", s.Created, []any{done}, inTok, outTok)})
+		for i, c := range calls {
+			fcID := fmt.Sprintf("fc_%s_%d", id, i)
+			ev("response.output_item.added", map[string]any{"output_index": out, "item": responsesCall(fcID, "in_progress", c, "")})
+			ev("response.function_call_arguments.delta", map[string]any{"item_id": fcID, "output_index": out, "delta": string(c.Input)})
+			ev("response.function_call_arguments.done", map[string]any{"item_id": fcID, "output_index": out, "arguments": string(c.Input)})
+			ev("response.output_item.done", map[string]any{"output_index": out, "item": output[out]})
+			out++
+		}
+		ev("response.completed", map[string]any{"response": responsesObject(respID, model, "completed", s.Created, output, inTok, outTok)})
 
 	case Chat:
 		chatID := "chatcmpl-" + id
 		created := s.Created.Unix()
 		usage := map[string]any{"prompt_tokens": inTok, "completion_tokens": outTok, "total_tokens": inTok + outTok}
+		finish := "stop"
+		if len(calls) > 0 {
+			finish = "tool_calls"
+		}
 		if !r.Stream {
+			msg := map[string]any{"role": "assistant", "content": text}
+			if len(calls) > 0 {
+				var tc []any
+				for _, c := range calls {
+					tc = append(tc, chatToolCall(c, string(c.Input)))
+				}
+				msg["tool_calls"] = tc
+				if !withText {
+					msg["content"] = nil
+				}
+			}
 			writeJSON(w, http.StatusOK, map[string]any{
 				"id": chatID, "object": "chat.completion", "created": created, "model": model,
-				"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": text}, "finish_reason": "stop"}},
+				"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
 				"usage":   usage,
 			})
 			return
@@ -506,15 +596,56 @@ func (s *Server) answer(w http.ResponseWriter, r Request, rep Reply) {
 				"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
 		}
 		e.event("", chunk(map[string]any{"role": "assistant", "content": ""}, nil))
-		for _, c := range rep.Chunks {
-			e.event("", chunk(map[string]any{"content": c}, nil))
+		if withText {
+			for _, c := range rep.Chunks {
+				e.event("", chunk(map[string]any{"content": c}, nil))
+			}
 		}
-		e.event("", chunk(map[string]any{}, "stop"))
+		for i, c := range calls {
+			// The call's name and id first, then its arguments, as the APIs stream them.
+			first := chatToolCall(c, "")
+			first["index"] = i
+			e.event("", chunk(map[string]any{"tool_calls": []any{first}}, nil))
+			e.event("", chunk(map[string]any{"tool_calls": []any{map[string]any{"index": i, "function": map[string]any{"arguments": string(c.Input)}}}}, nil))
+		}
+		e.event("", chunk(map[string]any{}, finish))
 		if includeUsage(r.Body) {
 			e.event("", map[string]any{"id": chatID, "object": "chat.completion.chunk", "created": created, "model": model, "choices": []any{}, "usage": usage})
 		}
 		e.event("", "[DONE]")
 	}
+}
+
+// calls returns the reply's tool calls with their ids filled in and their input a JSON object.
+func (rep Reply) calls(seq int) []ToolCall {
+	out := make([]ToolCall, 0, len(rep.Calls))
+	for i, c := range rep.Calls {
+		if c.ID == "" {
+			c.ID = fmt.Sprintf("call_%d_%d", seq, i)
+		}
+		switch {
+		case len(bytes.TrimSpace(c.Input)) == 0:
+			c.Input = json.RawMessage("{}")
+		case !json.Valid(c.Input):
+			// Sent as a JSON string, as a model that botched its arguments would: the stream
+			// stays well formed and the CLI sees arguments that are not an object.
+			c.Input, _ = json.Marshal(string(c.Input))
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func anthropicToolUse(c ToolCall, input json.RawMessage) map[string]any {
+	return map[string]any{"type": "tool_use", "id": c.ID, "name": c.Name, "input": input}
+}
+
+func responsesCall(id, status string, c ToolCall, args string) map[string]any {
+	return map[string]any{"type": "function_call", "id": id, "call_id": c.ID, "name": c.Name, "arguments": args, "status": status}
+}
+
+func chatToolCall(c ToolCall, args string) map[string]any {
+	return map[string]any{"id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": args}}
 }
 
 func anthropicText(s string) map[string]any { return map[string]any{"type": "text", "text": s} }

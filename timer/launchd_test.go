@@ -307,16 +307,17 @@ func TestLaunchdPlistContent(t *testing.T) {
 						"HOME": strings.TrimPrefix(g.c.Env[1], "HOME="),
 					},
 				}
-				if job == "inbox" {
+				switch job {
+				case "inbox":
 					want["WatchPaths"] = []any{filepath.Join(g.c.Dir, "messages", "inbox")}
 					want["RunAtLoad"] = false
-				} else {
+				case "fallback":
+					// The dead-man holds no time: the same bytes for every wake.
 					want["RunAtLoad"] = true
-					at := g.at
-					if job == "fallback" {
-						at = at.Add(time.Hour)
-					}
-					cal, _, err := CalendarFor(at, mustZone(t, "Europe/Berlin"))
+					want["StartInterval"] = uint64(600)
+				default:
+					want["RunAtLoad"] = true
+					cal, _, err := CalendarFor(g.at, mustZone(t, "Europe/Berlin"))
 					if err != nil {
 						t.Fatal(err)
 					}

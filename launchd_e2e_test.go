@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -263,5 +266,25 @@ func TestLaunchdSessionsWriteOnce(t *testing.T) {
 	}
 	if wakes != 3 {
 		t.Errorf("the wake was loaded %d times over 3 sessions, want 3: %v", wakes, boots)
+	}
+}
+
+// TestMacosCheckScript: scripts/macos-check.sh is for a real Mac; here it must at least parse,
+// and refuse to run, saying why.
+func TestMacosCheckScript(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatalf("bash is needed to check scripts/macos-check.sh: %v", err)
+	}
+	if out, err := exec.Command(bash, "-n", "scripts/macos-check.sh").CombinedOutput(); err != nil {
+		t.Fatalf("bash -n: %v\n%s", err, out)
+	}
+	if runtime.GOOS == "darwin" {
+		return // it would start a real chamber
+	}
+	out, err := exec.Command(bash, "scripts/macos-check.sh").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "macos-check: this is for macOS") {
+		t.Fatalf("off macOS: %v\n%s", err, out)
 	}
 }

@@ -380,7 +380,7 @@ func TestPlistSchemaRefuses(t *testing.T) {
 		{"bool as string", "<key>RunAtLoad</key>\n\t\t<true/>", "<key>RunAtLoad</key>\n\t\t<string>yes</string>", "RunAtLoad is a string"},
 		{"hour out of range", "<key>Hour</key>\n\t\t\t<integer>10</integer>", "<key>Hour</key>\n\t\t\t<integer>24</integer>", "Hour = 24 is outside 0..23"},
 		{"calendar field", "<key>Hour</key>", "<key>Hours</key>", "has a Hours field"},
-		{"no label", "<key>Label</key>", "<key>Name</key>", "Label is missing"},
+		{"no label", "<key>Label</key>", "<key>Name</key>", "the Label key is missing"},
 		{"process type", "<string>Standard</string>", "<string>Turbo</string>", `ProcessType "Turbo"`},
 		{"argument type", "<string>wake</string>", "<integer>1</integer>", "ProgramArguments[1] is a uint64"},
 	} {

@@ -202,7 +202,8 @@ func Read(ctx context.Context, be Backend, id string, k Kind) (Reading, bool, er
 	if err != nil || !ok {
 		return Reading{}, ok, err
 	}
-	return Reading{Backend: be.Name(), Next: t.UTC(), Precision: time.Second, Zone: "UTC", Loc: time.UTC}, true, nil
+	// systemd's next elapse is in microseconds; its timers are written to the second.
+	return Reading{Backend: be.Name(), Next: t.UTC().Truncate(time.Second), Precision: time.Second, Zone: "UTC", Loc: time.UTC}, true, nil
 }
 
 // Planner is a backend whose timers cannot fire at any instant asked for.

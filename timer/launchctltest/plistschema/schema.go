@@ -127,7 +127,7 @@ func Check(data []byte) (unknown []string, err error) {
 		}
 	}
 	if l, _ := m["Label"].(string); l == "" {
-		return unknown, fmt.Errorf("Label is missing or empty (launchd.plist(5): required)")
+		return unknown, fmt.Errorf("the Label key is missing or empty (launchd.plist(5): required)")
 	}
 	prog, _ := m["Program"].(string)
 	args, _ := m["ProgramArguments"].([]any)

@@ -662,7 +662,7 @@ func (b *launchdBackend) arm(ctx context.Context, c Chamber, j Job) error {
 	if err != nil {
 		return err
 	}
-	if j.Kind == Wake {
+	if j.Kind != Fallback {
 		// A calendar whose minute has begun (or is about to) before launchd has it loaded
 		// matches next year, not now: refuse it before touching anything.
 		cal, fire, err := CalendarFor(j.At, z.Loc)

@@ -317,7 +317,8 @@ func TestLaunchdPlistContent(t *testing.T) {
 					want["StartInterval"] = uint64(600)
 				default:
 					want["RunAtLoad"] = true
-					cal, _, err := CalendarFor(g.at, mustZone(t, "Europe/Berlin"))
+					at := g.at.Add(time.Duration(slices.Index(Kinds, Kind(job))) * time.Hour) // as goldenPlists arms it
+					cal, _, err := CalendarFor(at, mustZone(t, "Europe/Berlin"))
 					if err != nil {
 						t.Fatal(err)
 					}

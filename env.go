@@ -136,7 +136,9 @@ func openBackend(ctx context.Context, env *chamber.Env, name string) (timer.Back
 		return timer.NewLaunchd(ctx, timer.LaunchdOptions{
 			AgentsDir: filepath.Join(home, "Library", "LaunchAgents"),
 			UID:       uid,
-			Location:  env.Local,
+			// The Mac's zone, not env.Local: launchd reads calendars in the zone /etc/localtime
+			// names, whatever $TZ said in the shell that ran start.
+			Localtime: "/etc/localtime",
 			Env:       env.Environ,
 			Now:       env.Now,
 		})

@@ -33,6 +33,12 @@ type Run struct {
 	// pair that shares state must synchronize. nil discards the stream. A writer that fails is
 	// not written again; the agent keeps running and Result.IOErr reports the failure.
 	Stdout, Stderr io.Writer
+	// Started, if set, is called once the agent runs, before Exec waits for it, with the
+	// identity of its process group. A caller that can die without ending the agent (launchd
+	// does not reach the agent's own group when `wake` is killed) records it durably, so that
+	// the recovery that follows can end the orphan with EndGroup. Keep it short: the agent's
+	// output is not read while it runs.
+	Started func(Group)
 }
 
 // Result is what became of one agent process.
@@ -130,6 +136,11 @@ func Exec(ctx context.Context, r Run) Result {
 	}
 	res.Started = true
 	pgid := cmd.Process.Pid
+	if r.Started != nil {
+		g := Group{PGID: pgid}
+		g.Start, _ = procIdentity(pgid) // "" where the OS cannot say: EndGroup then leaves it alone
+		r.Started(g)
+	}
 
 	waitErr := make(chan error, 1)
 	go func() { waitErr <- cmd.Wait() }()

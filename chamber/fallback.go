@@ -73,8 +73,16 @@ func Fallback(ctx context.Context, env *Env, opts FallbackOptions) error {
 		if err := r.save(); err != nil {
 			r.warnf("%v", err)
 		}
+		if a := r.st.LastAlert; a != nil && a.Reason == "missed" && a.Session == r.st.Session+1 {
+			r.printf("%s (already alerted)", text)
+			return r.save()
+		}
 		r.alert(ctx, r.st.Session+1, "missed", text, resume, nil)
 		return r.save()
+	case r.st.Phase == PhaseArmed:
+		// Not due: the dead-man (on launchd a periodic check) also keeps the wake timer right,
+		// re-arming it when the OS lost it or the machine's zone changed.
+		r.repairWakeTimer(ctx)
 	}
 	r.printf("the session for this deadline finished; no alert")
 	return r.save()
@@ -95,6 +103,12 @@ func hungCheck(ctx context.Context, env *Env, dir string) error {
 		r.printf("%s (no alert: it is not overdue)", holderMessage(r.store, now))
 		return nil
 	}
+	flag := fmt.Sprintf("overdue-%d", r.st.Session)
+	if r.store.flag(flag) {
+		r.printf("%s (already alerted: it is overdue)", holderMessage(r.store, now))
+		return nil
+	}
+	_ = r.store.setFlag(flag, now)
 	r.readOnly = false // may deliver, never saves: the state belongs to the running session
 	text := fmt.Sprintf("session %d (due %s) is still running after fallback_after (%s): pid %d since %s. It is killed at session_timeout (%s) and then retried.",
 		r.st.Session, fmtTime(r.st.Wake), r.cfg.FallbackAfter.D, h.PID, h.Since.Format(time.RFC3339), r.cfg.SessionTimeout.D)

@@ -83,50 +83,59 @@ func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outco
 	return r.save()
 }
 
-// arm arms the wake timer at t and the dead-man timer after it, recording steps 4 to 6.
+// arm arms the wake timer for t and the dead-man timer after it, recording steps 4 to 6. The
+// wake is armed at the instant the OS can fire for t (timer.FireAt: t itself on systemd, the
+// next whole minute on launchd) and read back as an instant, year included.
 func (r *runner) arm(ctx context.Context, rep *validate.Report, t time.Time) error {
 	ch := r.timerChamber()
-	wakeJob := timer.Job{Kind: timer.Wake, At: t, Argv: r.wakeArgv()}
+	var name string
+	var fire time.Time
 	fb := t.Add(r.cfg.FallbackAfter.D).UTC()
 	fbJob := timer.Job{Kind: timer.Fallback, At: fb, Argv: r.fallbackArgv()}
 	// Both timers in one step (one reload of the user manager). If that fails, the wake alone
 	// still decides whether we may hibernate; the dead-man timer is only worth a warning.
-	var name string
-	fbErr := r.withBackend(ctx, func(be timer.Backend) error { name = be.Name(); return be.Arm(ctx, ch, wakeJob, fbJob) })
+	armWith := func(jobs ...timer.Job) func(be timer.Backend) error {
+		return func(be timer.Backend) error {
+			name = be.Name()
+			var err error
+			if fire, err = timer.FireAt(be, t, r.now()); err != nil {
+				return err
+			}
+			wake := timer.Job{Kind: timer.Wake, At: fire, Argv: r.wakeArgv()}
+			return be.Arm(ctx, ch, append([]timer.Job{wake}, jobs...)...)
+		}
+	}
+	fbErr := r.withBackend(ctx, armWith(fbJob))
 	if fbErr != nil {
-		if err := r.withBackend(ctx, func(be timer.Backend) error { name = be.Name(); return be.Arm(ctx, ch, wakeJob) }); err != nil {
+		if err := r.withBackend(ctx, armWith()); err != nil {
 			rep.Add(validate.StepTimer, validate.Fail, "%s: %v", orBackend(name), err)
 			return err
 		}
 	}
 	rep.Add(validate.StepTimer, validate.Pass, "%s %s-wake", name, r.id)
-	var got time.Time
-	var ok bool
-	err := r.withBackend(ctx, func(be timer.Backend) (err error) { got, ok, err = be.Next(ctx, r.id, timer.Wake); return err })
-	agree, want := timerAgrees(name, r.env.Local, t, got)
+	var v timer.Verdict
+	err := r.withBackend(ctx, func(be timer.Backend) (err error) { v, err = timer.Check(ctx, be, r.id, timer.Wake, fire); return err })
 	switch {
 	case err != nil:
 		rep.Add(validate.StepReadback, validate.Fail, "cannot read the timer back: %v", err)
 		return err
-	case !ok:
-		rep.Add(validate.StepReadback, validate.Fail, "%s reports no next elapse for %s-wake", name, r.id)
-		return errors.New("no next elapse")
-	case !agree:
-		rep.Add(validate.StepReadback, validate.Fail, "%s reports the next elapse at %s, want %s", name, got.UTC().Format(time.RFC3339), want.UTC().Format(time.RFC3339))
-		return errors.New("timer mismatch")
+	case !v.Found || !v.OK:
+		rep.Add(validate.StepReadback, validate.Fail, "%s", v)
+		return errors.New("the timer does not fire when it must: " + v.String())
 	default:
-		rep.Add(validate.StepReadback, validate.Pass, "%s reports %s", name, got.UTC().Format(time.RFC3339))
+		rep.Add(validate.StepReadback, validate.Pass, "%s", v)
 	}
-	wt := t.UTC()
-	r.st.Timers.Wake = &wt
+	wf := fire.UTC()
+	r.st.Timers.Wake = &wf
+	r.st.Timers.Zone = v.Zone
 	r.st.Timers.Fallback = nil
 	if fbErr != nil {
 		rep.Add(validate.StepFallback, validate.Warn, "no dead-man timer: %v", fbErr)
-	} else if err := r.withBackend(ctx, func(be timer.Backend) (err error) { _, ok, err = be.Next(ctx, r.id, timer.Fallback); return err }); err != nil || !ok {
-		rep.Add(validate.StepFallback, validate.Warn, "the dead-man timer does not report a next elapse (%v)", err)
+	} else if err := r.withBackend(ctx, func(be timer.Backend) (err error) { v, err = timer.Check(ctx, be, r.id, timer.Fallback, fb); return err }); err != nil || !v.Found {
+		rep.Add(validate.StepFallback, validate.Warn, "the dead-man timer cannot be read back (%v)", err)
 	} else {
 		r.st.Timers.Fallback = &fb
-		rep.Add(validate.StepFallback, validate.Pass, "dead-man alert at %s (fallback_after %s)", fb.Format(time.RFC3339), r.cfg.FallbackAfter.D)
+		rep.Add(validate.StepFallback, validate.Pass, "dead-man check: %s (fallback_after %s)", v, fmtDur(r.cfg.FallbackAfter.D))
 	}
 	r.syncWatch(ctx, ch)
 	return nil
@@ -175,23 +184,6 @@ func (r *runner) syncWatch(ctx context.Context, ch timer.Chamber) {
 		_ = r.withBackend(ctx, func(be timer.Backend) error { return be.Unwatch(ctx, r.id) })
 	}
 	r.st.Timers.Watch = false
-}
-
-// timerAgrees reports whether the OS's next elapse got matches a timer armed for t, and the time
-// the OS should report. systemd keeps the second. launchd has no seconds and no year: it fires
-// at the minute t rounds up to, every year, so the comparison is on the calendar (month, day,
-// hour, minute in the Mac's zone), which also covers a WAKE more than a year away.
-func timerAgrees(backend string, loc *time.Location, t, got time.Time) (bool, time.Time) {
-	if backend == "launchd" {
-		want, fire, err := timer.CalendarFor(t, loc)
-		if err != nil {
-			return false, t
-		}
-		have, _, err := timer.CalendarFor(got, loc)
-		return err == nil && have == want, fire
-	}
-	want := ceilSecond(t)
-	return got.Truncate(time.Second).Equal(want), want
 }
 
 // hostChecks are steps 7 and 8.

@@ -55,6 +55,8 @@ func (r *runner) recordHistory(n int, o outcome, m *marker.Result, stop string) 
 	if r.readOnly {
 		return
 	}
+	// The session has ended: a later one may be reported overdue again.
+	r.store.clearFlag(fmt.Sprintf("overdue-%d", n))
 	due := o.start
 	if r.st.Wake != nil && r.st.Phase == PhaseRunning {
 		due = *r.st.Wake

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cryochamber/cryochamber/agent"
 	"github.com/cryochamber/cryochamber/internal/confined"
 	"github.com/cryochamber/cryochamber/marker"
 	"github.com/cryochamber/cryochamber/sessionlog"
@@ -19,6 +20,17 @@ func (r *runner) recover(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	n := r.st.Session
+	if h := r.st.Holder; h != nil && h.Agent != nil {
+		// The process that died may have left its agent running: end it before anything
+		// else runs, so that no session runs beside an orphan.
+		if ended, err := agent.EndGroup(*h.Agent, agent.DefaultGrace); err != nil {
+			r.warnf("cannot end the agent that session %d left running (process group %d): %v", n, h.Agent.PGID, err)
+		} else if ended {
+			r.printf("recovering: ended the agent that session %d left running (process group %d)", n, h.Agent.PGID)
+			r.logNote(fmt.Sprintf("recovery ended the agent session %d left running (process group %d)", n, h.Agent.PGID))
+		}
+		h.Agent = nil
+	}
 	info, err := sessionlog.Latest(r.logPath(), r.st.LogOffset)
 	var ce *sessionlog.CorruptError
 	if errors.As(err, &ce) || errors.Is(err, confined.ErrNotRegular) {

@@ -229,6 +229,16 @@ func (r *runner) execute(ctx context.Context, n int, cmd Command, due time.Time,
 		Timeout:    r.cfg.SessionTimeout.D,
 		Stdout:     block.Stdout(),
 		Stderr:     block.Stderr(),
+		// Recorded so that a recovery after this process died ends what it left running
+		// (launchd does not clean up a job's other process groups).
+		Started: func(g agent.Group) {
+			if r.st.Holder != nil {
+				r.st.Holder.Agent = &g
+				if err := r.save(); err != nil {
+					r.warnf("%v", err)
+				}
+			}
+		},
 	})
 }
 

@@ -155,8 +155,18 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 	if err != nil {
 		return &Error{Msg: "cannot reach the OS timer manager", Err: err, Hint: backendHint(cfg.Backend)}
 	}
+	if err := timer.Preflight(ctx, be); err != nil {
+		hint := backendHint(cfg.Backend)
+		if he, ok := errorsAs[*timer.HintError](err); ok {
+			hint = he.Hint
+		}
+		return &Error{Msg: "no timer could be armed after session 1", Err: err, Hint: hint}
+	}
 	for _, w := range be.Warnings(ctx) {
 		r.warnf("%s", w)
+	}
+	for _, a := range timer.Advice(be) {
+		r.printf("note: %s", a)
 	}
 
 	s.clearFlag(cancelledName)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 	"unicode/utf8"
+
+	"github.com/cryochamber/cryochamber/agent"
 )
 
 // StateFile is the name of the view of the state that the chamber holds for the agent to read.
@@ -113,6 +115,9 @@ type Timers struct {
 	Fallback *time.Time `json:"fallback,omitempty"`
 	Alert    *time.Time `json:"alert,omitempty"` // the retry of undelivered alerts
 	Watch    bool       `json:"watch,omitempty"`
+	// Zone is the zone the OS reads the wake timer in (launchd: the Mac's own zone): a wake
+	// that finds it changed (travel) re-arms.
+	Zone string `json:"zone,omitempty"`
 }
 
 // Outcome is the result of a finished session.
@@ -132,6 +137,9 @@ type Holder struct {
 	Session int       `json:"session"`
 	Since   time.Time `json:"since"`
 	Command string    `json:"command,omitempty"` // wake, start, fallback
+	// Agent is the agent's process group while it runs: a recovery ends what a wake that died
+	// left running (launchd does not clean a job's other process groups).
+	Agent *agent.Group `json:"agent,omitempty"`
 }
 
 // AlertRecord is the last alert and how its delivery went.

@@ -74,7 +74,8 @@ type Upcoming struct {
 type TimerInfo struct {
 	Kind    string     `json:"kind"`
 	Armed   *time.Time `json:"armed"`   // what the state says was armed
-	OS      *time.Time `json:"os_next"` // what the OS reports now
+	OS      *time.Time `json:"os_next"`        // what the OS reports now
+	Held    string     `json:"held,omitempty"` // a periodic timer (launchd's dead-man): what the OS holds
 	Agree   bool       `json:"agree"`
 	Comment string     `json:"comment,omitempty"`
 }
@@ -263,8 +264,12 @@ func (s *StatusInfo) timers(ctx context.Context, r *runner) {
 	armed := map[timer.Kind]*time.Time{timer.Wake: r.st.Timers.Wake, timer.Fallback: r.st.Timers.Fallback, timer.Alert: r.st.Timers.Alert}
 	for _, k := range timer.Kinds {
 		ti := TimerInfo{Kind: string(k), Armed: armed[k]}
+		var want time.Time
+		if ti.Armed != nil {
+			want = *ti.Armed
+		}
 		qctx, qcancel := context.WithTimeout(ctx, busTimeout)
-		got, ok, err := be.Next(qctx, r.id, k)
+		v, err := timer.Check(qctx, be, r.id, k, want)
 		qcancel()
 		switch {
 		case err != nil:
@@ -273,22 +278,27 @@ func (s *StatusInfo) timers(ctx context.Context, r *runner) {
 				ti.Comment = fmt.Sprintf("the %s timer manager did not answer within %s", be.Name(), busTimeout)
 				s.TimerError = ti.Comment
 			}
-		case ok:
-			g := got.UTC()
+		case v.Found && !v.Next.IsZero():
+			g := v.Next.UTC()
 			ti.OS = &g
+		case v.Found:
+			ti.Held = v.Reading.String()
 		}
-		if ti.Armed != nil && ti.OS != nil {
-			ti.Agree, _ = timerAgrees(be.Name(), r.env.Local, *ti.Armed, *ti.OS)
+		if ti.Armed != nil && v.Found {
+			ti.Agree = v.OK
+			if !v.OK {
+				ti.Comment = v.String()
+			}
 		} else {
-			ti.Agree = ti.Armed == nil && ti.OS == nil
+			ti.Agree = ti.Armed == nil && !v.Found
 		}
 		if !ti.Agree && ti.Comment == "" {
 			switch {
 			case ti.Armed == nil:
 				ti.Comment = "armed in the OS but not in the state"
-			case ti.OS == nil && r.st.Phase == PhaseRunning && k == timer.Wake:
+			case !v.Found && r.st.Phase == PhaseRunning && k == timer.Wake:
 				ti.Agree, ti.Comment = true, "fired: its session is running"
-			case ti.OS == nil:
+			case !v.Found:
 				ti.Comment = "in the state but the OS has no such timer"
 			default:
 				ti.Comment = "the OS and the state disagree"
@@ -396,8 +406,11 @@ func (s *StatusInfo) WriteText(w io.Writer, loc *time.Location, now time.Time) {
 	}
 	for _, t := range s.Timers {
 		parts := []string{"os none"}
-		if t.OS != nil {
+		switch {
+		case t.OS != nil:
 			parts[0] = "os " + t.OS.In(loc).Format("2006-01-02 15:04:05 MST")
+		case t.Held != "":
+			parts[0] = t.Held
 		}
 		if t.Armed != nil {
 			parts = append(parts, "state "+t.Armed.In(loc).Format("2006-01-02 15:04:05 MST"))

@@ -93,33 +93,46 @@ func (r *runner) checkArmed(ctx context.Context, rep *validate.Report) {
 		rep.Add(validate.StepTimer, validate.Fail, "%v", err)
 		return
 	}
+	want := r.st.Timers.Wake
+	if want == nil {
+		want = r.st.Wake
+	}
+	var fire time.Time
+	if want != nil {
+		fire = *want
+	}
 	qctx, qcancel := context.WithTimeout(ctx, busTimeout)
-	got, ok, err := be.Next(qctx, r.id, timer.Wake)
+	v, err := timer.Check(qctx, be, r.id, timer.Wake, fire)
 	qcancel()
 	switch {
 	case err != nil:
 		rep.Add(validate.StepTimer, validate.Fail, "%v", err)
-	case !ok:
+	case !v.Found:
 		rep.Add(validate.StepTimer, validate.Fail, "%s has no wake timer for %s", be.Name(), r.id)
 	default:
 		rep.Add(validate.StepTimer, validate.Pass, "%s %s-wake", be.Name(), r.id)
-		if r.st.Wake == nil {
-			rep.Add(validate.StepReadback, validate.Fail, "the state has no wake time, the OS has %s", got.UTC().Format(time.RFC3339))
-		} else if agree, want := timerAgrees(be.Name(), r.env.Local, *r.st.Wake, got); !agree {
-			rep.Add(validate.StepReadback, validate.Fail, "%s reports %s, the state says %s", be.Name(), got.UTC().Format(time.RFC3339), want.UTC().Format(time.RFC3339))
-		} else {
-			rep.Add(validate.StepReadback, validate.Pass, "%s reports %s", be.Name(), got.UTC().Format(time.RFC3339))
+		switch {
+		case want == nil:
+			rep.Add(validate.StepReadback, validate.Fail, "the state has no wake time; %s", v.Reading)
+		case !v.OK:
+			rep.Add(validate.StepReadback, validate.Fail, "%s (the state says %s)", v, want.UTC().Format(time.RFC3339))
+		default:
+			rep.Add(validate.StepReadback, validate.Pass, "%s", v)
 		}
 	}
+	var fb time.Time
+	if r.st.Timers.Fallback != nil {
+		fb = *r.st.Timers.Fallback
+	}
 	qctx, qcancel = context.WithTimeout(ctx, busTimeout)
-	_, ok, err = be.Next(qctx, r.id, timer.Fallback)
+	v, err = timer.Check(qctx, be, r.id, timer.Fallback, fb)
 	qcancel()
 	switch {
 	case err != nil:
 		rep.Add(validate.StepFallback, validate.Warn, "cannot read the dead-man timer: %v", err)
-	case !ok:
+	case !v.Found:
 		rep.Add(validate.StepFallback, validate.Warn, "no dead-man timer armed")
 	default:
-		rep.Add(validate.StepFallback, validate.Pass, "dead-man timer armed")
+		rep.Add(validate.StepFallback, validate.Pass, "dead-man timer armed: %s", v)
 	}
 }

@@ -116,27 +116,27 @@ func (r *runner) repairWakeTimer(ctx context.Context) {
 	if r.st.Wake == nil || r.cancelRequested() {
 		return
 	}
-	var got time.Time
-	var ok bool
+	want := r.st.Timers.Wake
+	if want == nil {
+		want = r.st.Wake
+	}
+	var v timer.Verdict
 	var name string
 	err := r.withBackend(ctx, func(be timer.Backend) (err error) {
 		name = be.Name()
-		got, ok, err = be.Next(ctx, r.id, timer.Wake)
+		v, err = timer.Check(ctx, be, r.id, timer.Wake, *want)
 		return err
 	})
 	if err != nil {
 		r.warnf("cannot check the wake timer: %v", err)
 		return
 	}
+	agree := v.Found && v.OK
 	if r.st.Binary != "" && !exists(r.st.Binary) {
-		ok = false // the timers run a binary that is gone: re-arm with one that is there
+		agree = false // the timers run a binary that is gone: re-arm with one that is there
 	}
-	agree := false
-	if ok {
-		agree, _ = timerAgrees(name, r.env.Local, *r.st.Wake, got)
-		if agree && got.After(r.st.Wake.Add(2*time.Minute)) {
-			agree = false // the right calendar, but next year's
-		}
+	if z := r.st.Timers.Zone; z != "" && v.Zone != "" && v.Zone != z {
+		agree = false // the machine's zone changed (travel): the calendar is computed again
 	}
 	if agree {
 		return

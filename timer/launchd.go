@@ -93,7 +93,10 @@ type launchdAgent struct {
 	StandardOutPath       string            `plist:"StandardOutPath"`
 	StandardErrorPath     string            `plist:"StandardErrorPath"`
 	StartCalendarInterval *CalendarInterval `plist:"StartCalendarInterval,omitempty"`
-	WatchPaths            []string          `plist:"WatchPaths,omitempty"`
+	// StartInterval (seconds) is the dead-man's period: its plist holds no time, so it is
+	// written once and never reloaded (see deadManAgent).
+	StartInterval int      `plist:"StartInterval,omitempty"`
+	WatchPaths    []string `plist:"WatchPaths,omitempty"`
 	// RunAtLoad starts the job when it is loaded: at bootstrap and at every login. A calendar
 	// event missed while the Mac was off is otherwise never run (launchd only coalesces events
 	// missed during sleep), so the timers catch up this way and `wake` ignores a load that is
@@ -104,7 +107,11 @@ type launchdAgent struct {
 	// far slower and could hit session_timeout, and the user asked for this work.
 	ProcessType string `plist:"ProcessType"`
 	// AbandonProcessGroup false (launchd's default, written out): when the job exits, launchd
-	// kills what is left of its process group, so no agent process outlives its wake.
+	// kills what is left of the job's own process group (launchd.plist(5)). That is not the
+	// agent's: agent.Exec starts the agent in a process group of its own (so that
+	// session_timeout can end all of it), and launchd leaves that group alone. When `wake`
+	// dies without ending its agent (kill -9, a crash), the agent runs on as an orphan; the
+	// recovery that follows must end it from the process group recorded in the state.
 	AbandonProcessGroup bool `plist:"AbandonProcessGroup"`
 }
 
@@ -222,10 +229,24 @@ func newAgent(c Chamber, label string, argv []string) (*launchdAgent, error) {
 	}, nil
 }
 
-// timerAgent builds the agent of one timer under the given label.
+// LaunchdDeadManEvery is the period of the dead-man check on launchd.
+//
+// The dead-man is not a calendar at WAKE + fallback_after, as the wake is: that would share
+// every way the wake's calendar can go wrong (the zone, the missing year, a load that comes
+// after its minute) and be rewritten and reloaded with it at every session. It is a
+// StartInterval job whose plist never changes, running `cryochamber fallback`, which reads
+// the state and alerts when the wake is overdue. An alert comes at most this much after the
+// deadline while the Mac is awake.
+const LaunchdDeadManEvery = 10 * time.Minute
+
+// timerAgent builds the agent of one timer under the given label: a calendar for the wake, the
+// periodic dead-man for the fallback.
 func timerAgent(c Chamber, j Job, label string, loc *time.Location) (*launchdAgent, error) {
 	if err := checkKind(j.Kind); err != nil {
 		return nil, err
+	}
+	if j.Kind == Fallback {
+		return deadManAgent(c, j.Argv, label)
 	}
 	a, err := newAgent(c, label, j.Argv)
 	if err != nil {
@@ -236,6 +257,19 @@ func timerAgent(c Chamber, j Job, label string, loc *time.Location) (*launchdAge
 		return nil, fmt.Errorf("%s agent: %w", j.Kind, err)
 	}
 	a.StartCalendarInterval = &cal
+	a.RunAtLoad = true
+	return a, nil
+}
+
+// deadManAgent builds the dead-man check: every LaunchdDeadManEvery, and at every load (a
+// login after the Mac was off past the deadline), run argv. Nothing in it depends on the
+// wake's time, so the same chamber always gets the same bytes.
+func deadManAgent(c Chamber, argv []string, label string) (*launchdAgent, error) {
+	a, err := newAgent(c, label, argv)
+	if err != nil {
+		return nil, fmt.Errorf("%s agent: %w", Fallback, err)
+	}
+	a.StartInterval = int(LaunchdDeadManEvery / time.Second)
 	a.RunAtLoad = true
 	return a, nil
 }
@@ -283,9 +317,10 @@ func decodeAgent(data []byte) (*launchdAgent, error) {
 	return &a, nil
 }
 
-// LaunchdPlist builds the LaunchAgent of one job: at j.At (rounded up to the minute, in loc,
-// the Mac's time zone) and at every load, run j.Argv in the chamber directory with PATH and
-// HOME from c.Env and the output in c.Stdout and c.Stderr.
+// LaunchdPlist builds the LaunchAgent of one job: for the wake, at j.At (rounded up to the
+// minute, in loc, the Mac's time zone) and at every load; for the fallback, the periodic
+// dead-man check (j.At is not in it). Either runs j.Argv in the chamber directory with PATH
+// and HOME from c.Env and the output in c.Stdout and c.Stderr.
 func LaunchdPlist(c Chamber, j Job, loc *time.Location) ([]byte, error) {
 	a, err := timerAgent(c, j, LaunchdLabel(c.ID, j.Kind), loc)
 	if err != nil {
@@ -673,4 +708,72 @@ func endBlock(j *launchctlJob, stack []*printBlock) error {
 	}
 	j.Calendars = append(j.Calendars, c)
 	return nil
+}
+
+// Reading `launchctl print-disabled gui/<uid>`.
+//
+// It lists the labels launchd was told not to load (`launchctl disable`, `launchctl unload
+// -w`), which outlive their plist files. Two layouts are in the wild: `"label" => true/false`
+// (ninehills/blog#85, 2021) and, on macOS 14 and later, `"label" => disabled/enabled`
+// (ggbond268/MacTools#116, captured on macOS 26.5.1):
+//
+//	disabled services = {
+//		"com.docker.helper" => enabled
+//		"dev.cryochamber.cryo-garden-ee66b621.wake" => disabled
+//	}
+//	login item associations = {
+//		"com.docker.helper" => "com.docker.docker"
+//	}
+
+// parsePrintDisabled returns the labels of the `disabled services` block and whether each is
+// disabled. Problems carry the line number.
+func parsePrintDisabled(out []byte) (map[string]bool, error) {
+	if len(out) > maxPrintOutput {
+		return nil, fmt.Errorf("launchctl print-disabled output is larger than %d bytes", maxPrintOutput)
+	}
+	labels := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 0, 64<<10), maxPrintOutput+1)
+	n, in, seen := 0, false, false
+	for sc.Scan() {
+		n++
+		line := strings.TrimSuffix(sc.Text(), "\r")
+		if !utf8.ValidString(line) {
+			return nil, &ParseError{Line: n, Msg: "not valid UTF-8"}
+		}
+		switch {
+		case !in && line == "disabled services = {":
+			if seen {
+				return nil, &ParseError{Line: n, Msg: "two disabled services blocks"}
+			}
+			in, seen = true, true
+		case in && line == "}":
+			in = false
+		case in:
+			rest, ok := strings.CutPrefix(line, "\t")
+			key, value, ok2 := strings.Cut(rest, " => ")
+			if !ok || !ok2 || len(key) < 2 || key[0] != '"' || key[len(key)-1] != '"' {
+				return nil, &ParseError{Line: n, Msg: fmt.Sprintf("want `\"label\" => disabled`, got %.80q", line)}
+			}
+			label := key[1 : len(key)-1]
+			switch value {
+			case "true", "disabled":
+				labels[label] = true
+			case "false", "enabled":
+				labels[label] = false
+			default:
+				return nil, &ParseError{Line: n, Msg: fmt.Sprintf("%s is neither enabled nor disabled: %.40q", label, value)}
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, &ParseError{Line: n + 1, Msg: fmt.Sprintf("read: %v", err)}
+	}
+	if in {
+		return nil, &ParseError{Line: n, Msg: "the disabled services block ends before its closing brace"}
+	}
+	if !seen {
+		return nil, &ParseError{Line: n, Msg: "no disabled services block"}
+	}
+	return labels, nil
 }

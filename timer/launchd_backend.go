@@ -25,11 +25,14 @@ import (
 // LaunchdOptions says where the agents live and how to reach launchd. The caller (main) fills
 // it from the environment; this package never reads the environment or the clock itself.
 type LaunchdOptions struct {
-	AgentsDir string         // ~/Library/LaunchAgents
-	UID       int            // the domain is gui/<UID>
-	Launchctl string         // path or name of launchctl (default "launchctl", looked up on Env's PATH)
-	Location  *time.Location // the Mac's time zone, in which StartCalendarInterval is read
-	Env       []string       // the environment launchctl runs with (tests put the stand-in on PATH)
+	AgentsDir string // ~/Library/LaunchAgents
+	UID       int    // the domain is gui/<UID>
+	Launchctl string // path or name of launchctl (default "launchctl", looked up on Env's PATH)
+	// Localtime is the link that names the Mac's time zone, /etc/localtime: launchd reads
+	// StartCalendarInterval in that zone, whatever $TZ says (see SystemZone). It is read at
+	// every use, so a Mac that changed zone (travel) is seen by the next command.
+	Localtime string
+	Env       []string // the environment launchctl runs with (tests put the stand-in on PATH)
 	Now       func() time.Time
 }
 
@@ -43,14 +46,26 @@ const (
 )
 
 // Exit statuses of launchctl (each is the error number it prints: "Bootstrap failed: 5: ...").
+// The answers themselves, with where each was seen, are replayed by the stand-in
+// (timer/launchctltest/fakestate/replies.go).
 const (
-	lcNoSuchProcess   = 3   // bootout: "No such process" (not loaded, older releases)
-	lcIOError         = 5   // bootstrap: "Input/output error", the label is still loaded (or the plist is refused)
+	lcNoSuchProcess   = 3   // bootout: "No such process" (not loaded)
+	lcIOError         = 5   // bootstrap: "Input/output error": the label is still loaded, or disabled, or no GUI session, or the plist is refused
 	lcInProgress      = 36  // bootout: "Operation now in progress", the job is still stopping
 	lcAlreadyProgress = 37  // bootstrap: "Operation already in progress"
+	lcNoDomain        = 112 // print: "Could not find domain for user gui: 501" (no GUI session)
 	lcNotFound        = 113 // print, kickstart, bootout: "Could not find service"
 	lcDisabled        = 119 // bootstrap: "Service is disabled"
-	lcNoDomainAction  = 125 // bootstrap: "Domain does not support specified action" (no GUI session)
+	lcNoDomainAction  = 125 // bootstrap, print, kickstart: "Domain does not support specified action" (no GUI session)
+)
+
+// launchdArmGuard is how far ahead of now a calendar must fire for Arm to load it: the job
+// must be loaded, and read back, before its minute starts, or launchd's next match is a year
+// later. FireAt plans further ahead (launchdPlanLead), so that a time it planned is never
+// refused by the Arm that follows it.
+const (
+	launchdArmGuard = 3 * time.Second
+	launchdPlanLead = 15 * time.Second
 )
 
 // defaultBootstrapDelays are the pauses between bootstrap attempts answered with
@@ -82,8 +97,8 @@ func NewLaunchd(ctx context.Context, o LaunchdOptions) (Backend, error) {
 		return nil, fmt.Errorf("launchd: agents directory %q is not an absolute path", o.AgentsDir)
 	case o.UID < 0:
 		return nil, fmt.Errorf("launchd: invalid uid %d", o.UID)
-	case o.Location == nil:
-		return nil, errors.New("launchd: no time zone given (LaunchdOptions.Location)")
+	case o.Localtime == "" || !filepath.IsAbs(o.Localtime):
+		return nil, fmt.Errorf("launchd: time zone link %q is not an absolute path (LaunchdOptions.Localtime)", o.Localtime)
 	case o.Now == nil:
 		return nil, errors.New("launchd: no clock given (LaunchdOptions.Now)")
 	}
@@ -202,8 +217,18 @@ func (w *limitedBuffer) Write(p []byte) (int, error) {
 }
 
 // run calls launchctl. A non-zero exit is not an error here (the caller reads r.code); err is
-// for a launchctl that could not run or did not finish.
+// for a launchctl that could not run or did not finish, or printed more than it may.
 func (b *launchdBackend) run(ctx context.Context, args ...string) (*lcResult, error) {
+	return b.exec(ctx, true, args)
+}
+
+// probe calls launchctl for its exit status and stderr only: stdout beyond a few KiB is
+// dropped without error (`launchctl print gui/501` describes the whole domain, over 100 KiB).
+func (b *launchdBackend) probe(ctx context.Context, args ...string) (*lcResult, error) {
+	return b.exec(ctx, false, args)
+}
+
+func (b *launchdBackend) exec(ctx context.Context, strict bool, args []string) (*lcResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, launchctlTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, b.bin, args...)
@@ -213,6 +238,9 @@ func (b *launchdBackend) run(ctx context.Context, args ...string) (*lcResult, er
 	}
 	var out, errOut limitedBuffer
 	out.max, errOut.max = maxLaunchctlOut, 64<<10
+	if !strict {
+		out.max = 4 << 10
+	}
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
 	r := &lcResult{args: args, stdout: out.Bytes(), stderr: errOut.Bytes()}
@@ -226,7 +254,7 @@ func (b *launchdBackend) run(ctx context.Context, args ...string) (*lcResult, er
 	default:
 		return nil, fmt.Errorf("launchctl %s: %w", strings.Join(args, " "), err)
 	}
-	if out.dropped > 0 {
+	if out.dropped > 0 && strict {
 		return nil, fmt.Errorf("launchctl %s: more than %d bytes of output", strings.Join(args, " "), maxLaunchctlOut)
 	}
 	return r, nil
@@ -244,11 +272,15 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// print describes a loaded job; nil when launchd does not know the label.
+// print describes a loaded job; nil when launchd does not know the label. With no GUI session
+// the error wraps ErrNoSession.
 func (b *launchdBackend) print(ctx context.Context, label string) (*launchctlJob, error) {
 	r, err := b.run(ctx, "print", b.target(label))
 	if err != nil {
 		return nil, err
+	}
+	if r.noDomain() {
+		return nil, b.noSession(r)
 	}
 	if r.notFound() {
 		return nil, nil
@@ -266,15 +298,70 @@ func (b *launchdBackend) print(ctx context.Context, label string) (*launchctlJob
 	return j, nil
 }
 
+// noDomain reports launchd's answers for a gui/<uid> domain that does not exist: nobody is
+// logged in to the Mac's desktop as this user (an SSH session alone has only user/<uid>).
+// 112 "Could not find domain for user gui: 501" (print) and 125 "Domain does not support
+// specified action" (bootstrap, print, kickstart); see the stand-in's replies for where each
+// was seen. A 5 can mean the same, but also other things: bootstrap asks (sessionMissing).
+func (r *lcResult) noDomain() bool {
+	return r.code == lcNoDomain || r.code == lcNoDomainAction ||
+		r.code != 0 && bytes.Contains(r.stderr, []byte("Could not find domain for user gui"))
+}
+
+// noSession is the error for a missing GUI session, with what to do about it.
+func (b *launchdBackend) noSession(r *lcResult) error {
+	return &HintError{
+		Err: fmt.Errorf("%w: %v: launchd has no %s domain, which exists only while user %d is logged in to this Mac's desktop (an SSH login is not enough)",
+			ErrNoSession, r, b.domain(), b.o.UID),
+		Hint: "log in to this Mac's desktop as this user (in person or with Screen Sharing) and run the command again; " +
+			"for a Mac nobody logs in to, see docs/MACOS.md (a LaunchDaemon with UserName)",
+	}
+}
+
+// sessionMissing asks launchd whether the GUI domain exists (`launchctl print gui/<uid>`).
+// It is true only for the answers that say so; anything else is not evidence either way.
+func (b *launchdBackend) sessionMissing(ctx context.Context) (*lcResult, bool) {
+	r, err := b.probe(ctx, "print", b.domain())
+	if err != nil || r.code == 0 {
+		return nil, false
+	}
+	return r, r.noDomain()
+}
+
+// disabled reads `launchctl print-disabled gui/<uid>`: the labels launchd was told not to load.
+// It is nil when launchctl cannot tell.
+func (b *launchdBackend) disabled(ctx context.Context) map[string]bool {
+	r, err := b.run(ctx, "print-disabled", b.domain())
+	if err != nil || r.code != 0 {
+		return nil
+	}
+	labels, err := parsePrintDisabled(r.stdout)
+	if err != nil {
+		return nil
+	}
+	return labels
+}
+
+// disabledError is the error for a label launchd will not load, naming the command that
+// allows it again. cryochamber does not run that command itself: a label is disabled by a
+// person (`launchctl disable`, `launchctl unload -w`), and undoing their choice is theirs.
+func (b *launchdBackend) disabledError(r *lcResult, label string) error {
+	return &HintError{
+		Err: fmt.Errorf("%w: %v: launchd has %s disabled (`launchctl print-disabled %s` lists it), so it will not load it",
+			ErrDisabled, r, label, b.domain()),
+		Hint: fmt.Sprintf("if you did not disable it on purpose, run `launchctl enable %s` and arm again", b.target(label)),
+	}
+}
+
 // bootout unloads a job that is not running and waits until launchd has let go of it. A
-// label that is not loaded is not an error.
+// label that is not loaded, or a domain that does not exist, is not an error.
 func (b *launchdBackend) bootout(ctx context.Context, label string) error {
 	r, err := b.run(ctx, "bootout", b.target(label))
 	if err != nil {
 		return err
 	}
 	switch {
-	case r.code == 0 || r.notFound():
+	case r.code == 0 || r.notFound() || r.noDomain():
 		return nil
 	case r.code != lcInProgress:
 		return r
@@ -298,6 +385,12 @@ func (b *launchdBackend) bootout(ctx context.Context, label string) error {
 
 // bootstrap loads a plist, retrying while launchd still holds the label (bootout is
 // asynchronous) or is busy with it.
+//
+// launchd answers "5: Input/output error" to more than a label still unloading: a label that
+// is disabled (nexu-io/nexu#836, openclaw/openclaw#849) and a user with no GUI session
+// (psimaker/vaultsync#89) get the same 5. So at the first 5 it asks print-disabled and the
+// domain, and gives up at once with the right reason instead of retrying for seconds and
+// blaming the wrong thing; after the last retry it asks again.
 func (b *launchdBackend) bootstrap(ctx context.Context, label, path string) error {
 	var r *lcResult
 	var waited time.Duration
@@ -310,6 +403,14 @@ func (b *launchdBackend) bootstrap(ctx context.Context, label, path string) erro
 		if r.code == 0 {
 			return nil
 		}
+		if r.noDomain() {
+			return b.noSession(r)
+		}
+		if r.code == lcIOError && attempt == 0 {
+			if err := b.whyRefused(ctx, r, label); err != nil {
+				return err
+			}
+		}
 		if (r.code != lcIOError && r.code != lcAlreadyProgress) || attempt == len(b.bootstrapDelays) {
 			break
 		}
@@ -320,18 +421,34 @@ func (b *launchdBackend) bootstrap(ctx context.Context, label, path string) erro
 	}
 	switch r.code {
 	case lcIOError, lcAlreadyProgress:
+		if err := b.whyRefused(ctx, r, label); err != nil {
+			return err
+		}
 		return fmt.Errorf("%w (still refused after %d attempts over %s): launchd may still hold %s, "+
 			"or refuses the plist; check `launchctl print %s` and `plutil -lint %q`, run "+
 			"`launchctl bootout %s`, then arm again", r, len(b.bootstrapDelays)+1, waited, label,
 			b.target(label), path, b.target(label))
 	case lcDisabled:
-		return fmt.Errorf("%w: the agent was disabled on this Mac; allow it with `launchctl enable %s` "+
-			"(or in System Settings, Login Items) and arm again", r, b.target(label))
-	}
-	if r.notFound() || r.code == lcNoDomainAction {
-		return fmt.Errorf("%w (is this user logged in to the Mac's desktop? agents in %s exist only in a GUI login session)", r, b.domain())
+		if d := b.disabled(ctx); d != nil && !d[label] {
+			// 119 although print-disabled does not list it: say what launchd said.
+			return fmt.Errorf("%w: launchd says the agent is disabled, but `launchctl print-disabled %s` does not list %s; "+
+				"check System Settings → General → Login Items, then arm again", r, b.domain(), label)
+		}
+		return b.disabledError(r, label)
 	}
 	return r
+}
+
+// whyRefused looks for the reasons behind a 5 that retrying cannot cure: the label disabled,
+// or no GUI session. nil means neither was found.
+func (b *launchdBackend) whyRefused(ctx context.Context, r *lcResult, label string) error {
+	if b.disabled(ctx)[label] {
+		return b.disabledError(r, label)
+	}
+	if _, missing := b.sessionMissing(ctx); missing {
+		return b.noSession(r)
+	}
+	return nil
 }
 
 // Slots.
@@ -414,14 +531,23 @@ func (b *launchdBackend) install(ctx context.Context, label string, build func(l
 	if err != nil {
 		return err
 	}
-	// A running job whose file already says the same thing needs nothing (the inbox watcher
-	// that started this very wake, being watched again).
+	// A slot whose file already holds these very bytes is never written again, and never
+	// reloaded while launchd has it: every session arms the dead-man and the inbox watcher
+	// again, with the same plists. Since macOS 13 a write into ~/Library/LaunchAgents can
+	// raise "Background Items Added" (tmux-plugins/tmux-continuum#118 and #132,
+	// shadowsocks/ShadowsocksX-NG#1459 and #1461, marcusquinn/aidevops#1993), and a reload
+	// would restart the dead-man's StartInterval count.
 	for i, s := range ss {
-		if s.running() && s.file != nil {
-			if cur, err := os.ReadFile(s.path); err == nil && bytes.Equal(cur, data[i]) {
-				return nil
+		if s.file == nil || !sameFile(s.path, data[i]) {
+			continue
+		}
+		if s.job == nil {
+			// launchd lost it (a `launchctl bootout` by hand): load the file as it is.
+			if err := b.bootstrap(ctx, s.label, s.path); err != nil {
+				return err
 			}
 		}
+		return b.retire(ctx, ss[1-i])
 	}
 	// Both running happens for a moment after a re-arm: the slot just loaded runs at load
 	// (RunAtLoad), finds the lock held and exits. Wait for that, boundedly.
@@ -461,6 +587,17 @@ func (b *launchdBackend) install(ctx context.Context, label string, build func(l
 	return b.retire(ctx, other)
 }
 
+// sameFile reports whether the file at path holds exactly data.
+func sameFile(path string, data []byte) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	cur, err := io.ReadAll(io.LimitReader(f, int64(len(data))+1))
+	return err == nil && bytes.Equal(cur, data)
+}
+
 // retire removes a slot's plist file and unloads its job unless it is running.
 func (b *launchdBackend) retire(ctx context.Context, s *slot) error {
 	if s.file != nil {
@@ -477,9 +614,19 @@ func (b *launchdBackend) retire(ctx context.Context, s *slot) error {
 	return nil
 }
 
-// uninstall retires both slots of a job.
+// uninstall retires both slots of a job. With no GUI session nothing can be loaded, so only
+// the files go (launchd would load them at the next login).
 func (b *launchdBackend) uninstall(ctx context.Context, label string) error {
 	ss, err := b.slots(ctx, label)
+	if errors.Is(err, ErrNoSession) {
+		for i, l := range b.slotLabels(label) {
+			ss[i] = &slot{label: l, path: b.plistPath(l)}
+			if fi, err := os.Lstat(ss[i].path); err == nil {
+				ss[i].file = fi
+			}
+		}
+		err = nil
+	}
 	if err != nil {
 		return err
 	}
@@ -490,6 +637,9 @@ func (b *launchdBackend) uninstall(ctx context.Context, label string) error {
 	}
 	return nil
 }
+
+// zone is the Mac's time zone now (read at every use: see LaunchdOptions.Localtime).
+func (b *launchdBackend) zone() (Zone, error) { return SystemZone(b.o.Localtime) }
 
 // Arm loads each job's plist in turn: launchd has no reload to share.
 func (b *launchdBackend) Arm(ctx context.Context, c Chamber, jobs ...Job) error {
@@ -508,41 +658,132 @@ func (b *launchdBackend) arm(ctx context.Context, c Chamber, j Job) error {
 	if err := checkKind(j.Kind); err != nil {
 		return err
 	}
+	z, err := b.zone()
+	if err != nil {
+		return err
+	}
+	if j.Kind != Fallback {
+		// A calendar whose minute has begun (or is about to) before launchd has it loaded
+		// matches next year, not now: refuse it before touching anything.
+		cal, fire, err := CalendarFor(j.At, z.Loc)
+		if err != nil {
+			return fmt.Errorf("%s agent: %w", j.Kind, err)
+		}
+		if now := b.o.Now(); fire.Before(now.Add(launchdArmGuard)) {
+			return fmt.Errorf("%s agent: the calendar %s (%s) fires at %s, which is not at least %s after now (%s): "+
+				"launchd would next match it a year later; arm it for timer.FireAt's time instead",
+				j.Kind, cal, z.Name, formatInstant(fire, time.Minute), launchdArmGuard, now.UTC().Format(time.RFC3339))
+		}
+	}
 	return b.install(ctx, LaunchdLabel(c.ID, j.Kind), func(l string) (*launchdAgent, error) {
-		return timerAgent(c, j, l, b.o.Location)
+		return timerAgent(c, j, l, z.Loc)
 	})
 }
 
-// Next reads the calendar launchd has loaded for the timer and computes its next match after
-// Now in Location. launchd has no year: for a timer more than a year ahead this is an earlier
-// yearly match, which `wake` ignores when it fires (compare month, day, hour and minute).
-func (b *launchdBackend) Next(ctx context.Context, id string, k Kind) (time.Time, bool, error) {
+// FireAt is when a wake armed now for want fires: want rounded up to the minute in the Mac's
+// zone (past a repeated hour), and no sooner than launchdPlanLead after now, so that the job
+// is loaded and read back before its minute begins. A WAKE whose minute has begun when the
+// session ends is armed for the next whole minute instead of a year later.
+func (b *launchdBackend) FireAt(want, now time.Time) (time.Time, error) {
+	z, err := b.zone()
+	if err != nil {
+		return time.Time{}, err
+	}
+	if want.IsZero() {
+		return time.Time{}, errors.New("no time given")
+	}
+	if earliest := now.Add(launchdPlanLead); want.Before(earliest) {
+		want = earliest
+	}
+	_, fire, err := CalendarFor(want, z.Loc)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return fire.UTC(), nil
+}
+
+// Read says what launchd holds for a timer: for the wake, the calendar it has loaded (from
+// `launchctl print`) and its next match after Now in the Mac's zone, year included; for the
+// dead-man, its period. A calendar more than a year ahead first matches at an earlier yearly
+// repeat: Reading.Yearly says so, and Check accepts that repeat as a checkpoint.
+func (b *launchdBackend) Read(ctx context.Context, id string, k Kind) (Reading, bool, error) {
 	if err := checkID(id); err != nil {
-		return time.Time{}, false, err
+		return Reading{}, false, err
 	}
 	if err := checkKind(k); err != nil {
-		return time.Time{}, false, err
+		return Reading{}, false, err
 	}
 	label, ok := b.fileSlot(LaunchdLabel(id, k))
 	if !ok {
-		return time.Time{}, false, nil
+		return Reading{}, false, nil
 	}
 	j, err := b.print(ctx, label)
 	if err != nil || j == nil {
-		return time.Time{}, false, err
+		return Reading{}, false, err
 	}
-	switch len(j.Calendars) {
-	case 0:
-		return time.Time{}, false, fmt.Errorf("launchctl print %s shows no calendar trigger", b.target(label))
-	case 1:
-	default:
-		return time.Time{}, false, fmt.Errorf("launchctl print %s shows %d calendar triggers, cryochamber writes one", b.target(label), len(j.Calendars))
+	z, err := b.zone()
+	if err != nil {
+		return Reading{}, false, err
 	}
-	t, ok := NextCalendar(j.Calendars[0], b.o.Location, b.o.Now())
+	rd := Reading{Backend: b.Name(), Precision: time.Minute, Yearly: true, Zone: z.Name, Loc: z.Loc}
+	if len(j.Calendars) == 0 {
+		// The dead-man: launchd's print of a StartInterval job is not something this package
+		// parses, so the period comes from the plist launchd loaded (the file it names).
+		if k != Fallback {
+			return Reading{}, false, fmt.Errorf("launchctl print %s shows no calendar trigger", b.target(label))
+		}
+		every, err := plistInterval(b.plistPath(label))
+		if err != nil {
+			return Reading{}, false, fmt.Errorf("%s: %w", b.target(label), err)
+		}
+		rd.Every, rd.Yearly, rd.Held = every, false, "every "+every.String()
+		return rd, true, nil
+	}
+	if len(j.Calendars) > 1 {
+		return Reading{}, false, fmt.Errorf("launchctl print %s shows %d calendar triggers, cryochamber writes one", b.target(label), len(j.Calendars))
+	}
+	cal := j.Calendars[0]
+	t, ok := NextCalendar(cal, z.Loc, b.o.Now())
 	if !ok {
-		return time.Time{}, false, fmt.Errorf("launchctl print %s: calendar %s never occurs", b.target(label), j.Calendars[0])
+		return Reading{}, false, fmt.Errorf("launchctl print %s: calendar %s never occurs", b.target(label), cal)
 	}
-	return t.UTC(), true, nil
+	rd.Next, rd.Held = t.UTC(), cal.String()
+	return rd, true, nil
+}
+
+// plistInterval reads StartInterval from an agent's plist.
+func plistInterval(path string) (time.Duration, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxPlist+1))
+	if err != nil {
+		return 0, err
+	}
+	a, err := decodeAgent(data)
+	if err != nil {
+		return 0, err
+	}
+	if a.StartInterval <= 0 {
+		return 0, errors.New("neither a calendar nor a StartInterval")
+	}
+	return time.Duration(a.StartInterval) * time.Second, nil
+}
+
+// Next reports the next time launchd fires the timer, year included, computed in the Mac's
+// zone from the calendar launchd has loaded (see Read). For the periodic dead-man it is Now
+// plus its period: the latest its next check starts while the Mac is awake.
+func (b *launchdBackend) Next(ctx context.Context, id string, k Kind) (time.Time, bool, error) {
+	rd, ok, err := b.Read(ctx, id, k)
+	if err != nil || !ok {
+		return time.Time{}, ok, err
+	}
+	if rd.Every > 0 {
+		return b.o.Now().Add(rd.Every).UTC(), true, nil
+	}
+	return rd.Next, true, nil
 }
 
 func (b *launchdBackend) Disarm(ctx context.Context, id string, k Kind) error {
@@ -585,6 +826,9 @@ func (b *launchdBackend) RunNow(ctx context.Context, id string) error {
 	r, err := b.run(ctx, "kickstart", b.target(label))
 	if err != nil {
 		return err
+	}
+	if r.noDomain() {
+		return b.noSession(r)
 	}
 	if r.notFound() {
 		return fmt.Errorf("%w: %s is not loaded (arm the chamber again, or `launchctl bootstrap %s %q`)", r, label, b.domain(), b.plistPath(label))
@@ -695,13 +939,52 @@ func agentDir(path string) string {
 	return a.WorkingDirectory
 }
 
-// Warnings says when AgentsDir is not where launchd looks: launchd loads agents at login only
-// from ~/Library/LaunchAgents, so agents elsewhere would be lost at the next login.
-func (b *launchdBackend) Warnings(ctx context.Context) []string {
-	d := filepath.Clean(b.o.AgentsDir)
-	if filepath.Base(d) == "LaunchAgents" && filepath.Base(filepath.Dir(d)) == "Library" {
-		return nil
+// Preflight checks, before session 1, that launchd can take timers at all: the gui/<uid>
+// domain exists only while the user is logged in to the Mac's desktop. Without it, start would
+// run the session and only then fail to arm anything. Answers that do not say the domain is
+// missing are left to arming to find out.
+func (b *launchdBackend) Preflight(ctx context.Context) error {
+	if r, missing := b.sessionMissing(ctx); missing {
+		return b.noSession(r)
 	}
-	return []string{fmt.Sprintf("agents directory %s is not ~/Library/LaunchAgents: launchd will not load "+
-		"these timers again after a logout or a restart", d)}
+	return nil
+}
+
+// Advice is what the user must leave as it is for the timers to run.
+func (b *launchdBackend) Advice() []string {
+	return []string{
+		"launchd runs this chamber's wake, its inbox watcher and its dead-man check only while you are logged in " +
+			"to this Mac's desktop, and only while \"cryochamber\" stays allowed in System Settings → General → " +
+			"Login Items (Allow in the Background): all three share that switch and that login",
+		"nothing runs while the Mac sleeps, and launchd cannot wake it: for a plan that must keep its times, " +
+			"keep the Mac awake on power (see docs/MACOS.md, Sleep)",
+	}
+}
+
+// Warnings says what would stop the timers now: agents outside ~/Library/LaunchAgents (launchd
+// loads agents at login only from there), no GUI session, or cryochamber labels disabled.
+func (b *launchdBackend) Warnings(ctx context.Context) []string {
+	var out []string
+	d := filepath.Clean(b.o.AgentsDir)
+	if filepath.Base(d) != "LaunchAgents" || filepath.Base(filepath.Dir(d)) != "Library" {
+		out = append(out, fmt.Sprintf("agents directory %s is not ~/Library/LaunchAgents: launchd will not load "+
+			"these timers again after a logout or a restart", d))
+	}
+	if _, missing := b.sessionMissing(ctx); missing {
+		out = append(out, fmt.Sprintf("user %d is not logged in to this Mac's desktop: launchd runs none of "+
+			"cryochamber's timers until that user logs in (an SSH login is not enough)", b.o.UID))
+		return out
+	}
+	var labels []string
+	for l, off := range b.disabled(ctx) {
+		if off && strings.HasPrefix(l, LabelPrefix) {
+			labels = append(labels, l)
+		}
+	}
+	sort.Strings(labels)
+	for _, l := range labels {
+		out = append(out, fmt.Sprintf("launchd has %s disabled, so it will not load it; run `launchctl enable %s` "+
+			"unless you disabled it on purpose", l, b.target(l)))
+	}
+	return out
 }

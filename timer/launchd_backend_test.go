@@ -1,8 +1,10 @@
 package timer
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,11 +18,44 @@ import (
 
 // launchdEnv is one backend driving a stand-in launchctl, with a fixed clock.
 type launchdEnv struct {
-	b    *launchdBackend
-	fake *launchctltest.Fake
-	c    Chamber
-	bin  string
-	now  time.Time
+	b         *launchdBackend
+	fake      *launchctltest.Fake
+	c         Chamber
+	bin       string
+	now       time.Time
+	localtime string // the fake /etc/localtime link (see fakeLocaltime)
+}
+
+// fakeLocaltime makes a link shaped like macOS's /etc/localtime, pointing into a
+// var/db/timezone/zoneinfo tree that holds a copy of the zone's TZif file from the system's tz
+// database (Debian: tzdata). It returns the link's path.
+func fakeLocaltime(t testing.TB, name string) string {
+	t.Helper()
+	link := filepath.Join(t.TempDir(), "localtime")
+	setLocaltime(t, link, name)
+	return link
+}
+
+// setLocaltime points the link at another zone, as System Settings does when the Mac moves.
+func setLocaltime(t testing.TB, link, name string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("/usr/share/zoneinfo", name))
+	if err != nil {
+		t.Skipf("time zone %s is not in /usr/share/zoneinfo (install tzdata): %v", name, err)
+	}
+	dst := filepath.Join(filepath.Dir(link), "var", "db", "timezone", "zoneinfo", name)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(link); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(dst, link); err != nil {
+		t.Fatal(err)
+	}
 }
 
 const testUID = 501
@@ -39,10 +74,11 @@ func newLaunchdEnvWith(t *testing.T, fake *launchctltest.Fake, env []string) *la
 	e.c = Chamber{ID: ID(dir), Dir: dir, EnvFile: filepath.Join(dir, ".cryo", "env"),
 		Env:    []string{"PATH=/usr/bin:/bin", "HOME=" + home},
 		Stdout: filepath.Join(dir, ".cryo", "launchd.out"), Stderr: filepath.Join(dir, ".cryo", "launchd.err")}
+	e.localtime = fakeLocaltime(t, "Europe/Berlin")
 	b, err := NewLaunchd(context.Background(), LaunchdOptions{
 		AgentsDir: filepath.Join(home, "Library", "LaunchAgents"),
 		UID:       testUID,
-		Location:  mustZone(t, "Europe/Berlin"),
+		Localtime: e.localtime,
 		Env:       env,
 		Now:       func() time.Time { return e.now },
 	})
@@ -130,11 +166,12 @@ func TestLaunchdArmNextDisarm(t *testing.T) {
 	if next, ok, err := e.b.Next(ctx, e.c.ID, Wake); err != nil || !ok || !next.Equal(time.Date(2026, 3, 10, 9, 1, 0, 0, time.UTC)) {
 		t.Fatalf("Next after re-arm = %s, %v, %v", next, ok, err)
 	}
-	// The fallback is its own agent.
+	// The fallback is its own agent: the periodic dead-man, whose next check is at most its
+	// period away.
 	if err := e.b.Arm(ctx, e.c, e.job(Fallback, at2.Add(time.Hour))); err != nil {
 		t.Fatal(err)
 	}
-	if next, ok, err := e.b.Next(ctx, e.c.ID, Fallback); err != nil || !ok || !next.Equal(time.Date(2026, 3, 10, 10, 1, 0, 0, time.UTC)) {
+	if next, ok, err := e.b.Next(ctx, e.c.ID, Fallback); err != nil || !ok || !next.Equal(e.now.Add(LaunchdDeadManEvery)) {
 		t.Fatalf("Next(Fallback) = %s, %v, %v", next, ok, err)
 	}
 	e.fake.ResetCalls()
@@ -278,8 +315,10 @@ func TestLaunchdBootstrapRetry(t *testing.T) {
 		if err := e.b.Arm(ctx, e.c, e.job(Wake, at.Add(time.Hour))); err != nil {
 			t.Fatal(err)
 		}
+		// At the first 5 it asks whether the label is disabled and the GUI domain there: neither,
+		// so it retries.
 		wantCalls(t, e, "print "+e.target(wake), "print "+e.target(wake+altSuffix), "bootout "+e.target(wake),
-			"bootstrap gui/501", "bootstrap gui/501", "bootstrap gui/501")
+			"bootstrap gui/501", "print-disabled gui/501", "print gui/501", "bootstrap gui/501", "bootstrap gui/501")
 		if next, ok, err := e.b.Next(ctx, e.c.ID, Wake); err != nil || !ok || !next.Equal(at.Add(time.Hour)) {
 			t.Errorf("Next = %s, %v, %v", next, ok, err)
 		}
@@ -317,6 +356,28 @@ func TestLaunchdBootstrapRetry(t *testing.T) {
 	})
 }
 
+// TestLaunchdBootoutInProgress: launchd answers bootout of a job with "36: Operation now in
+// progress" and lets it go a little later (osquery/osquery#5698); the re-arm waits for it and
+// then loads the new plist.
+func TestLaunchdBootoutInProgress(t *testing.T) {
+	ctx := context.Background()
+	e := newLaunchdEnv(t, launchctltest.EnvInProgress+"=1")
+	wake := LaunchdLabel(e.c.ID, Wake)
+	at := time.Date(2026, 3, 8, 9, 0, 0, 0, time.UTC)
+	if err := e.b.Arm(ctx, e.c, e.job(Wake, at)); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.ResetCalls()
+	if err := e.b.Arm(ctx, e.c, e.job(Wake, at.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	wantCalls(t, e, "print "+e.target(wake), "print "+e.target(wake+altSuffix), "bootout "+e.target(wake),
+		"print "+e.target(wake), "print "+e.target(wake), "bootstrap gui/501")
+	if next, ok, err := e.b.Next(ctx, e.c.ID, Wake); err != nil || !ok || !next.Equal(at.Add(time.Hour)) {
+		t.Errorf("Next = %s, %v, %v", next, ok, err)
+	}
+}
+
 func TestLaunchdBootoutNotLoaded(t *testing.T) {
 	ctx := context.Background()
 	for _, env := range [][]string{nil, {launchctltest.EnvESRCH + "=1"}} {
@@ -327,16 +388,100 @@ func TestLaunchdBootoutNotLoaded(t *testing.T) {
 	}
 }
 
+// TestLaunchdDisabled: a label disabled with `launchctl disable` is refused by bootstrap with
+// 119 on some Macs and with a bare 5 on many others (see the stand-in's replies). Either way
+// Arm stops at the first refusal, says it is disabled (from print-disabled, in either layout),
+// and names the command that allows it again; it never enables it by itself.
 func TestLaunchdDisabled(t *testing.T) {
-	e := newLaunchdEnv(t)
-	wake := LaunchdLabel(e.c.ID, Wake)
-	e.fake.Disable(e.target(wake))
-	err := e.b.Arm(context.Background(), e.c, e.job(Wake, time.Date(2026, 3, 8, 9, 0, 0, 0, time.UTC)))
-	if err == nil || !strings.Contains(err.Error(), "Service is disabled") || !strings.Contains(err.Error(), "launchctl enable gui/501/"+wake) {
-		t.Fatalf("Arm of a disabled agent: %v", err)
+	for _, answer := range []int{119, 5} {
+		for _, layout := range []string{"modern", "legacy"} {
+			t.Run(fmt.Sprintf("%d/%s", answer, layout), func(t *testing.T) {
+				e := newLaunchdEnv(t)
+				wake := LaunchdLabel(e.c.ID, Wake)
+				e.fake.Disable(e.target(wake), answer)
+				e.fake.SetDisabledLayout(layout)
+				err := e.b.Arm(context.Background(), e.c, e.job(Wake, time.Date(2026, 3, 8, 9, 0, 0, 0, time.UTC)))
+				if !errors.Is(err, ErrDisabled) || !strings.Contains(err.Error(), "launchd has "+wake+" disabled") {
+					t.Fatalf("Arm of a disabled agent: %v", err)
+				}
+				var he *HintError
+				if !errors.As(err, &he) || he.Hint != "if you did not disable it on purpose, run `launchctl enable gui/501/"+wake+"` and arm again" {
+					t.Errorf("hint: %+v", he)
+				}
+				if n := strings.Count(strings.Join(e.fake.Subcommands(), "\n"), "bootstrap"); n != 1 {
+					t.Errorf("%d bootstrap attempts for a disabled agent, want 1 (retrying cannot cure it)", n)
+				}
+				for _, c := range e.fake.Calls() {
+					if c[0] == "enable" {
+						t.Errorf("Arm enabled the label by itself: %q", c)
+					}
+				}
+				if w := e.b.Warnings(context.Background()); !slices.ContainsFunc(w, func(s string) bool {
+					return strings.Contains(s, "launchd has "+wake+" disabled") && strings.Contains(s, "launchctl enable gui/501/"+wake)
+				}) {
+					t.Errorf("Warnings = %q", w)
+				}
+			})
+		}
 	}
-	if n := strings.Count(strings.Join(e.fake.Subcommands(), "\n"), "bootstrap"); n != 1 {
-		t.Errorf("%d bootstrap attempts for a disabled agent, want 1", n)
+}
+
+// TestLaunchdNoGUISession: with nobody logged in to the desktop (SSH only) the gui domain does
+// not exist. Preflight says so before session 1, with how to log in; Arm refuses without
+// writing a plist (launchd would load it at the next login, against timer.json); cancel still
+// removes the files.
+func TestLaunchdNoGUISession(t *testing.T) {
+	ctx := context.Background()
+	at := time.Date(2026, 3, 8, 9, 0, 0, 0, time.UTC)
+	for _, mode := range []string{"112", "125", "5"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newLaunchdEnv(t)
+			if err := e.b.Arm(ctx, e.c, e.job(Wake, at), e.job(Fallback, at)); err != nil {
+				t.Fatal(err)
+			}
+			wake, fb := e.plistPath(LaunchdLabel(e.c.ID, Wake)), e.plistPath(LaunchdLabel(e.c.ID, Fallback))
+			before, err := os.ReadFile(wake)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.fake.SetNoGUI(mode)
+			e.fake.ResetCalls()
+			checkNoSession := func(what string, err error) {
+				t.Helper()
+				var he *HintError
+				if !errors.Is(err, ErrNoSession) || !errors.As(err, &he) ||
+					!strings.Contains(err.Error(), "launchd has no gui/501 domain, which exists only while user 501 is logged in to this Mac's desktop") ||
+					!strings.HasPrefix(he.Hint, "log in to this Mac's desktop as this user") {
+					t.Errorf("%s: %v", what, err)
+				}
+			}
+			checkNoSession("Preflight", Preflight(ctx, e.b))
+			checkNoSession("Arm", e.b.Arm(ctx, e.c, e.job(Wake, at.Add(time.Hour))))
+			if after, _ := os.ReadFile(wake); !bytes.Equal(after, before) || fileExists(e.plistPath(LaunchdLabel(e.c.ID, Wake)+altSuffix)) {
+				t.Error("Arm wrote a plist without a GUI session")
+			}
+			for _, c := range e.fake.Subcommands() {
+				if strings.HasPrefix(c, "bootstrap") || strings.HasPrefix(c, "bootout") {
+					t.Errorf("Arm without a GUI session called %s", c)
+				}
+			}
+			checkNoSession("RunNow", e.b.RunNow(ctx, e.c.ID))
+			if w := e.b.Warnings(ctx); len(w) != 1 || !strings.Contains(w[0], "user 501 is not logged in to this Mac's desktop") {
+				t.Errorf("Warnings = %q", w)
+			}
+			for _, k := range Kinds {
+				if err := e.b.Disarm(ctx, e.c.ID, k); err != nil {
+					t.Errorf("Disarm(%s) without a GUI session: %v", k, err)
+				}
+			}
+			if fileExists(wake) || fileExists(fb) {
+				t.Errorf("Disarm without a GUI session left plists")
+			}
+			e.fake.SetNoGUI("")
+			if err := Preflight(ctx, e.b); err != nil {
+				t.Errorf("Preflight once logged in: %v", err)
+			}
+		})
 	}
 }
 
@@ -402,7 +547,7 @@ func TestLaunchdRunNow(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := e.b.RunNow(ctx, e.c.ID)
-	if err == nil || !strings.Contains(err.Error(), "exit status 113: Bad request. Could not find service") || !strings.Contains(err.Error(), "is not loaded (arm the chamber again") {
+	if err == nil || !strings.Contains(err.Error(), "exit status 113: Could not find service") || !strings.Contains(err.Error(), "is not loaded (arm the chamber again") {
 		t.Errorf("RunNow of an unloaded job: %v", err)
 	}
 }
@@ -490,7 +635,7 @@ func TestLaunchdWarnings(t *testing.T) {
 
 func TestLaunchdUnavailable(t *testing.T) {
 	ctx := context.Background()
-	o := LaunchdOptions{AgentsDir: "/Users/a/Library/LaunchAgents", UID: 501, Location: time.UTC, Now: time.Now}
+	o := LaunchdOptions{AgentsDir: "/Users/a/Library/LaunchAgents", UID: 501, Localtime: "/etc/localtime", Now: time.Now}
 	for _, tt := range []struct {
 		name      string
 		launchctl string
@@ -516,7 +661,7 @@ func TestLaunchdUnavailable(t *testing.T) {
 }
 
 func TestNewLaunchdRefuses(t *testing.T) {
-	ok := LaunchdOptions{AgentsDir: "/Users/a/Library/LaunchAgents", UID: 501, Location: time.UTC, Now: time.Now, Launchctl: "/bin/sh"}
+	ok := LaunchdOptions{AgentsDir: "/Users/a/Library/LaunchAgents", UID: 501, Localtime: "/etc/localtime", Now: time.Now, Launchctl: "/bin/sh"}
 	for _, tt := range []struct {
 		name string
 		edit func(*LaunchdOptions)
@@ -524,7 +669,8 @@ func TestNewLaunchdRefuses(t *testing.T) {
 	}{
 		{"relative dir", func(o *LaunchdOptions) { o.AgentsDir = "Library/LaunchAgents" }, `agents directory "Library/LaunchAgents" is not an absolute path`},
 		{"uid", func(o *LaunchdOptions) { o.UID = -1 }, "invalid uid -1"},
-		{"zone", func(o *LaunchdOptions) { o.Location = nil }, "no time zone given"},
+		{"zone", func(o *LaunchdOptions) { o.Localtime = "" }, `time zone link "" is not an absolute path`},
+		{"relative zone", func(o *LaunchdOptions) { o.Localtime = "etc/localtime" }, `time zone link "etc/localtime" is not an absolute path`},
 		{"clock", func(o *LaunchdOptions) { o.Now = nil }, "no clock given"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -618,14 +764,32 @@ esac
 			t.Fatalf("Disarm: %v", err)
 		}
 	})
-	t.Run("no GUI session", func(t *testing.T) {
-		e := newLaunchdEnvWith(t, fake, script(t, `case $1 in
-print) echo "Could not find service \"x\" in domain for user gui: 501" >&2; exit 113;;
-bootstrap) echo 'Bootstrap failed: 125: Domain does not support specified action' >&2; exit 125;;
+	t.Run("no GUI session, bootstrap answers 5", func(t *testing.T) {
+		// psimaker/vaultsync#89: bootstrap from an SSH session with nobody logged in dies with a
+		// bare 5. The service prints pass (113: not loaded), the domain print says there is none.
+		e := newLaunchdEnvWith(t, fake, script(t, `case "$1 $2" in
+"print gui/501") printf 'Bad request.\nCould not find domain for user gui: 501\n' >&2; exit 112;;
+"print "*) printf 'Bad request.\nCould not find service "x" in domain for user gui: 501\n' >&2; exit 113;;
+"print-disabled "*) printf 'disabled services = {\n}\n';;
+"bootstrap "*) printf 'Bootstrap failed: 5: Input/output error\nTry re-running the command as root for richer errors.\n' >&2; exit 5;;
 esac
 `))
 		err := e.b.Arm(ctx, e.c, e.job(Wake, at))
-		if err == nil || !strings.Contains(err.Error(), "is this user logged in to the Mac's desktop?") {
+		if !errors.Is(err, ErrNoSession) || !strings.Contains(err.Error(), "Bootstrap failed: 5: Input/output error") {
+			t.Fatalf("Arm: %v", err)
+		}
+	})
+	t.Run("bootstrap 5 for another reason", func(t *testing.T) {
+		// Neither disabled nor logged out: the retries run out and the message says what to check.
+		e := newLaunchdEnvWith(t, fake, script(t, `case "$1 $2" in
+"print gui/501") printf 'gui/501 = {\n\ttype = login\n}\n';;
+"print "*) printf 'Bad request.\nCould not find service "x" in domain for user gui: 501\n' >&2; exit 113;;
+"print-disabled "*) printf 'disabled services = {\n\t"com.docker.helper" => enabled\n}\n';;
+"bootstrap "*) printf 'Bootstrap failed: 5: Input/output error\n' >&2; exit 5;;
+esac
+`))
+		err := e.b.Arm(ctx, e.c, e.job(Wake, at))
+		if err == nil || errors.Is(err, ErrNoSession) || errors.Is(err, ErrDisabled) || !strings.Contains(err.Error(), "still refused after 4 attempts") {
 			t.Fatalf("Arm: %v", err)
 		}
 	})

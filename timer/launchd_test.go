@@ -307,15 +307,17 @@ func TestLaunchdPlistContent(t *testing.T) {
 						"HOME": strings.TrimPrefix(g.c.Env[1], "HOME="),
 					},
 				}
-				if job == "inbox" {
+				switch job {
+				case "inbox":
 					want["WatchPaths"] = []any{filepath.Join(g.c.Dir, "messages", "inbox")}
 					want["RunAtLoad"] = false
-				} else {
+				case "fallback":
+					// The dead-man holds no time: the same bytes for every wake.
 					want["RunAtLoad"] = true
-					at := g.at
-					if job == "fallback" {
-						at = at.Add(time.Hour)
-					}
+					want["StartInterval"] = uint64(600)
+				default:
+					want["RunAtLoad"] = true
+					at := g.at.Add(time.Duration(slices.Index(Kinds, Kind(job))) * time.Hour) // as goldenPlists arms it
 					cal, _, err := CalendarFor(at, mustZone(t, "Europe/Berlin"))
 					if err != nil {
 						t.Fatal(err)

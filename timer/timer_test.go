@@ -1,9 +1,11 @@
 package timer
 
 import (
+	"context"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 var idPattern = regexp.MustCompile(`^cryo-[a-z0-9]+(-[a-z0-9]+)*-[0-9a-f]{8}$`)
@@ -86,4 +88,44 @@ func FuzzID(f *testing.F) {
 			t.Fatalf("ID(%q) is not stable", dir)
 		}
 	})
+}
+
+// nextOnly is a backend that can say nothing but Next (as systemd), for the fallbacks of Read,
+// FireAt and Check.
+type nextOnly struct {
+	Backend
+	next time.Time
+	ok   bool
+}
+
+func (b nextOnly) Name() string { return "systemd" }
+func (b nextOnly) Next(context.Context, string, Kind) (time.Time, bool, error) {
+	return b.next, b.ok, nil
+}
+
+func TestCheckThroughNext(t *testing.T) {
+	ctx := context.Background()
+	want := time.Date(2026, 3, 8, 9, 0, 0, 250e6, time.UTC)
+	fire, err := FireAt(nextOnly{}, want, want.Add(-time.Hour))
+	if err != nil || !fire.Equal(want.Truncate(time.Second).Add(time.Second)) {
+		t.Fatalf("FireAt = %s, %v", fire, err)
+	}
+	v, err := Check(ctx, nextOnly{next: fire.Add(123 * time.Microsecond), ok: true}, "cryo-x-00000000", Wake, fire)
+	if err != nil || !v.OK || v.String() != "systemd holds 2026-03-08T09:00:01Z → next 2026-03-08T09:00:01Z" {
+		t.Errorf("Check = %q %v %v", v, v.OK, err)
+	}
+	v, _ = Check(ctx, nextOnly{next: fire.Add(time.Second), ok: true}, "cryo-x-00000000", Wake, fire)
+	if v.OK || !strings.HasSuffix(v.String(), ", want 2026-03-08T09:00:01Z") {
+		t.Errorf("a second off: %q %v", v, v.OK)
+	}
+	v, _ = Check(ctx, nextOnly{}, "cryo-x-00000000", Wake, fire)
+	if v.OK || v.Found || v.String() != "systemd has no such timer" {
+		t.Errorf("no timer: %q", v)
+	}
+	if _, err := FireAt(nextOnly{}, time.Time{}, fire); err == nil {
+		t.Error("FireAt of no time")
+	}
+	if err := Preflight(ctx, nextOnly{}); err != nil || Advice(nextOnly{}) != nil {
+		t.Errorf("Preflight, Advice of a plain backend: %v, %q", err, Advice(nextOnly{}))
+	}
 }

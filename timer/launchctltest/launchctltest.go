@@ -25,8 +25,9 @@ type Job = fakestate.Job
 
 // The stand-in's knobs, set through the environment launchctl runs with (see Env).
 const (
-	EnvLinger = fakestate.EnvLinger
-	EnvESRCH  = fakestate.EnvESRCH
+	EnvLinger     = fakestate.EnvLinger
+	EnvESRCH      = fakestate.EnvESRCH
+	EnvInProgress = fakestate.EnvInProgress
 )
 
 const pkg = "github.com/cryochamber/cryochamber/timer/launchctltest/launchctl"
@@ -154,10 +155,43 @@ func (f *Fake) SetRunning(target string, pid int) {
 	})
 }
 
-// Disable makes every bootstrap of target answer "119: Service is disabled".
-func (f *Fake) Disable(target string) {
+// Disable marks target disabled, as `launchctl disable` does: print-disabled lists it and
+// bootstrap refuses it with answer (119 "Service is disabled", or 5 as many Macs say).
+func (f *Fake) Disable(target string, answer int) {
 	f.t.Helper()
-	f.update(func(s *fakestate.State) { s.Disabled = append(s.Disabled, target) })
+	if answer != 5 && answer != 119 {
+		f.t.Fatalf("Disable: a disabled label is answered with 5 or 119, not %d", answer)
+	}
+	f.update(func(s *fakestate.State) {
+		s.Disabled = append(s.Disabled, target)
+		s.DisabledAnswer = answer
+	})
+}
+
+// SetDisabledLayout chooses how print-disabled writes a state: "modern" (=> disabled) or
+// "legacy" (=> true).
+func (f *Fake) SetDisabledLayout(layout string) {
+	f.t.Helper()
+	f.update(func(s *fakestate.State) { s.DisabledLayout = layout })
+}
+
+// SetNoGUI removes the gui domain, as when nobody is logged in to the Mac's desktop: code
+// "112" or "125" is what print and bootstrap answer, "5" makes bootstrap answer a bare 5.
+// "" brings the domain back.
+func (f *Fake) SetNoGUI(code string) {
+	f.t.Helper()
+	switch code {
+	case "", "112", "125", "5":
+	default:
+		f.t.Fatalf("SetNoGUI(%q): want 112, 125, 5 or empty", code)
+	}
+	f.update(func(s *fakestate.State) { s.NoGUI = code })
+}
+
+// Bootstraps returns how many times each target was loaded.
+func (f *Fake) Bootstraps() map[string]int {
+	f.t.Helper()
+	return f.State().Bootstraps
 }
 
 func (f *Fake) update(fn func(*fakestate.State)) {

@@ -21,9 +21,12 @@ const (
 	// attempts, each answered "Bootstrap failed: 5: Input/output error" (bootout is
 	// asynchronous on a real Mac).
 	EnvLinger = "CRYO_FAKE_LAUNCHCTL_LINGER"
-	// EnvESRCH=1: bootout of a label that is not loaded answers as older releases do,
-	// "Boot-out failed: 3: No such process" (exit 3), instead of 113.
+	// EnvESRCH=1: bootout of a label that is not loaded answers "Boot-out failed: 3: No such
+	// process" (exit 3), as it does on macOS 26, instead of 113.
 	EnvESRCH = "CRYO_FAKE_LAUNCHCTL_ESRCH"
+	// EnvInProgress, a number N: bootout of a loaded job answers "Boot-out failed: 36:
+	// Operation now in progress" and launchd still shows the job to the next N prints.
+	EnvInProgress = "CRYO_FAKE_LAUNCHCTL_IN_PROGRESS"
 )
 
 // File names inside the directory of EnvDir.
@@ -49,6 +52,8 @@ type Job struct {
 	RunAtLoad        bool              `json:"run_at_load,omitempty"`
 	ProcessType      string            `json:"process_type,omitempty"`
 
+	StartInterval int `json:"start_interval,omitempty"`
+
 	Running  bool `json:"running,omitempty"`
 	PID      int  `json:"pid,omitempty"`
 	Runs     int  `json:"runs"`
@@ -59,9 +64,22 @@ type Job struct {
 type State struct {
 	Jobs      map[string]*Job `json:"jobs"`                // by target
 	Lingering map[string]int  `json:"lingering,omitempty"` // target → bootstraps still refused
-	Disabled  []string        `json:"disabled,omitempty"`  // targets whose bootstrap answers 119
-	Killed    []string        `json:"killed,omitempty"`    // targets booted out while running
-	Kicked    []string        `json:"kicked,omitempty"`    // targets started by kickstart
+	Stopping  map[string]int  `json:"stopping,omitempty"`  // target → prints that still show a job booted out with 36
+	Disabled  []string        `json:"disabled,omitempty"`  // targets launchd will not load (print-disabled lists them)
+	// DisabledAnswer is what bootstrap of a disabled target answers: 119 (the default) or 5,
+	// as it does on many Macs (see the bootstrap-disabled-5 reply).
+	DisabledAnswer int `json:"disabled_answer,omitempty"`
+	// DisabledLayout is how print-disabled writes a state: "modern" (=> disabled, macOS 14
+	// and later; the default) or "legacy" (=> true).
+	DisabledLayout string `json:"disabled_layout,omitempty"`
+	// NoGUI, when set, makes the gui domain missing, as with nobody logged in to the desktop:
+	// "112" or "125" is the status print and bootstrap answer with, "5" makes bootstrap answer
+	// a bare 5 (print then answers 125).
+	NoGUI  string   `json:"no_gui,omitempty"`
+	Killed []string `json:"killed,omitempty"` // targets booted out while running
+	Kicked []string `json:"kicked,omitempty"` // targets started by kickstart
+	// Bootstraps counts the successful bootstraps of each target.
+	Bootstraps map[string]int `json:"bootstraps,omitempty"`
 }
 
 // IsDisabled reports whether target was disabled.
@@ -85,6 +103,12 @@ func Load(dir string) (*State, error) {
 	}
 	if s.Lingering == nil {
 		s.Lingering = map[string]int{}
+	}
+	if s.Stopping == nil {
+		s.Stopping = map[string]int{}
+	}
+	if s.Bootstraps == nil {
+		s.Bootstraps = map[string]int{}
 	}
 	return s, nil
 }

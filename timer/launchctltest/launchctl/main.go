@@ -1,11 +1,13 @@
 // Command launchctl is a stand-in for macOS's launchctl, for tests on machines without launchd.
 //
-// It implements the four subcommands cryochamber uses, on service targets of the gui/<uid>
-// domain, and answers as launchctl does on macOS 15 and 26 (texts and exit statuses taken from
-// real output): bootstrap, bootout, print (in launchctl's layout, calendar descriptor included)
-// and kickstart. It keeps what is loaded in the directory named by $CRYO_FAKE_LAUNCHCTL_DIR and
-// appends every call there; see package fakestate for the files and the knobs. It never runs
-// the jobs' programs: a run is only counted.
+// It implements the subcommands cryochamber uses, on the gui/<uid> domain: bootstrap, bootout,
+// print (of a service, in launchctl's layout, calendar descriptor included, or of the domain),
+// print-disabled and kickstart. Every failure it gives is a replay of a real launchctl answer
+// from a public report, with its source and macOS release (fakestate.Replies). It keeps what
+// is loaded in the directory named by $CRYO_FAKE_LAUNCHCTL_DIR and appends every call there;
+// see package fakestate for the files and the knobs. It never runs the jobs' programs: a run
+// is only counted. It checks each plist it loads against launchd.plist(5)'s types
+// (plistschema) and refuses one launchd would refuse, as launchd does, with a 5.
 package main
 
 import (
@@ -21,14 +23,11 @@ import (
 	"howett.net/plist"
 
 	"github.com/cryochamber/cryochamber/timer/launchctltest/fakestate"
+	"github.com/cryochamber/cryochamber/timer/launchctltest/plistschema"
 )
 
-// Exit statuses (launchctl prints the same number in its message).
+// Exit statuses of the stand-in's own complaints (launchd's come from fakestate.Replies).
 const (
-	exitIOError   = 5
-	exitNotFound  = 113
-	exitESRCH     = 3
-	exitDisabled  = 119
 	exitUsage     = 64
 	exitSoftware  = 70
 	calendarBase  = 268435472 // launchd numbers event trigger entries from here
@@ -99,10 +98,49 @@ func dispatch(st *fakestate.State, args []string) answer {
 		return bootout(st, args[1:])
 	case "print":
 		return printJob(st, args[1:])
+	case "print-disabled":
+		return printDisabled(st, args[1:])
 	case "kickstart":
 		return kickstart(st, args[1:])
 	}
 	return answer{stderr: fmt.Sprintf("Unrecognized subcommand: %s\n", args[0]), code: exitUsage}
+}
+
+// replay answers with a recorded reply.
+func replay(name, domain, label, path string) answer {
+	r, ok := fakestate.Replies[name]
+	if !ok {
+		return answer{stderr: "stand-in launchctl: no reply " + name + "\n", code: exitSoftware}
+	}
+	out, errOut := r.Render(strings.TrimPrefix(domain, "gui/"), label, path)
+	return answer{stdout: out, stderr: errOut, code: r.Code}
+}
+
+// noGUI is the answer of a subcommand when the gui domain does not exist (State.NoGUI), or
+// nil when it does.
+func noGUI(st *fakestate.State, verb, domain, label, path string) *answer {
+	if st.NoGUI == "" {
+		return nil
+	}
+	var name string
+	switch verb {
+	case "print":
+		name = "print-no-domain-" + st.NoGUI
+		if st.NoGUI == "5" {
+			name = "print-no-domain-125"
+		}
+	case "bootstrap":
+		name = "bootstrap-no-domain-" + st.NoGUI
+	case "kickstart", "bootout":
+		name = "kickstart-no-domain-125"
+	case "print-disabled":
+		name = "print-no-domain-" + st.NoGUI
+		if st.NoGUI == "5" {
+			name = "print-no-domain-125"
+		}
+	}
+	a := replay(name, domain, label, path)
+	return &a
 }
 
 // serviceTarget splits gui/<uid>/<label>.
@@ -123,34 +161,35 @@ func validDomain(s string) bool {
 	return ok && uid != "" && strings.Trim(uid, "0123456789") == ""
 }
 
-func notFound(domain, label string) string {
-	return fmt.Sprintf("Bad request.\nCould not find service \"%s\" in domain for user gui: %s\n", label, strings.TrimPrefix(domain, "gui/"))
-}
-
-const ioError = "Bootstrap failed: 5: Input/output error\nTry re-running the command as root for richer errors.\n"
-
 func bootstrap(st *fakestate.State, args []string) answer {
 	if len(args) < 2 || !validDomain(args[0]) {
 		return answer{stderr: "Usage: launchctl bootstrap <domain-target> [service-path, service-path2, ...]\n", code: exitUsage}
 	}
 	domain := args[0]
+	if a := noGUI(st, "bootstrap", domain, "", args[1]); a != nil {
+		return *a
+	}
 	for _, path := range args[1:] {
 		job, err := load(domain, path)
 		if err != nil {
 			// launchd says no more than this for an unreadable or malformed plist.
-			return answer{stderr: ioError, code: exitIOError}
+			return replay("bootstrap-io-5", domain, "", path)
 		}
 		if n := st.Lingering[job.Target]; n > 0 {
 			// The bootout before this one has not finished on launchd's side.
 			st.Lingering[job.Target] = n - 1
-			return answer{stderr: ioError, code: exitIOError}
+			return replay("bootstrap-io-5", domain, job.Label, path)
 		}
 		if st.Jobs[job.Target] != nil {
-			return answer{stderr: ioError, code: exitIOError}
+			return replay("bootstrap-io-5", domain, job.Label, path)
 		}
 		if st.IsDisabled(job.Target) {
-			return answer{stderr: "Bootstrap failed: 119: Service is disabled\n", code: exitDisabled}
+			if st.DisabledAnswer == 5 {
+				return replay("bootstrap-disabled-5", domain, job.Label, path)
+			}
+			return replay("bootstrap-disabled-119", domain, job.Label, path)
 		}
+		st.Bootstraps[job.Target]++
 		if job.RunAtLoad {
 			// The job runs at once; the stand-in counts the run as an instant success.
 			zero := 0
@@ -172,6 +211,9 @@ func load(domain, path string) (*fakestate.Job, error) {
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := plistschema.Check(data); err != nil {
 		return nil, err
 	}
 	var p map[string]any
@@ -237,6 +279,12 @@ func load(domain, path string) (*fakestate.Job, error) {
 	default:
 		return nil, fmt.Errorf("StartCalendarInterval is a %T", c)
 	}
+	switch n := p["StartInterval"].(type) {
+	case uint64:
+		j.StartInterval = int(n)
+	case int64:
+		j.StartInterval = int(n)
+	}
 	if w, ok := p["WatchPaths"].([]any); ok {
 		for _, e := range w {
 			s, ok := e.(string)
@@ -278,12 +326,15 @@ func bootout(st *fakestate.State, args []string) answer {
 		return answer{stderr: "Unrecognized target specifier.\n", code: exitUsage}
 	}
 	target := domain + "/" + label
+	if a := noGUI(st, "bootout", domain, label, ""); a != nil {
+		return *a
+	}
 	j := st.Jobs[target]
 	if j == nil {
 		if os.Getenv(fakestate.EnvESRCH) == "1" {
-			return answer{stderr: "Boot-out failed: 3: No such process\n", code: exitESRCH}
+			return replay("bootout-esrch-3", domain, label, "")
 		}
-		return answer{stderr: "Boot-out failed: 113: Could not find specified service\n", code: exitNotFound}
+		return replay("bootout-not-found-113", domain, label, "")
 	}
 	if j.Running {
 		// launchd stops a running job it unloads: SIGTERM to its process group.
@@ -292,6 +343,14 @@ func bootout(st *fakestate.State, args []string) answer {
 	delete(st.Jobs, target)
 	if n, err := strconv.Atoi(os.Getenv(fakestate.EnvLinger)); err == nil && n > 0 {
 		st.Lingering[target] = n
+	}
+	if n, err := strconv.Atoi(os.Getenv(fakestate.EnvInProgress)); err == nil && n > 0 {
+		// The job goes, but not before bootout returns (osquery/osquery#5698).
+		st.Stopping[target] = n
+		stopped := *j
+		stopped.Running, stopped.PID = false, 0
+		st.Jobs[target] = &stopped
+		return replay("bootout-in-progress-36", domain, label, "")
 	}
 	return answer{}
 }
@@ -315,9 +374,12 @@ func kickstart(st *fakestate.State, args []string) answer {
 	if !ok {
 		return answer{stderr: "Unrecognized target specifier.\n", code: exitUsage}
 	}
+	if a := noGUI(st, "kickstart", domain, label, ""); a != nil {
+		return *a
+	}
 	j := st.Jobs[domain+"/"+label]
 	if j == nil {
-		return answer{stderr: notFound(domain, label), code: exitNotFound}
+		return replay("kickstart-not-found", domain, label, "")
 	}
 	if j.Running {
 		if !kill {
@@ -337,15 +399,62 @@ func printJob(st *fakestate.State, args []string) answer {
 	if len(args) != 1 {
 		return answer{stderr: "Usage: launchctl print <domain-target | service-target>\n", code: exitUsage}
 	}
+	if validDomain(args[0]) {
+		// The whole domain: the stand-in prints only its first lines (a real one runs to
+		// 100 KiB and more; callers want the exit status).
+		if a := noGUI(st, "print", args[0], "", ""); a != nil {
+			return *a
+		}
+		return answer{stdout: args[0] + " = {\n\ttype = login\n\thandle = " + strconv.Itoa(fakeASID) + "\n\tactive count = " +
+			strconv.Itoa(len(st.Jobs)) + "\n}\n"}
+	}
 	domain, label, ok := serviceTarget(args[0])
 	if !ok {
 		return answer{stderr: "Unrecognized target specifier.\n", code: exitUsage}
 	}
-	j := st.Jobs[domain+"/"+label]
+	if a := noGUI(st, "print", domain, label, ""); a != nil {
+		return *a
+	}
+	target := domain + "/" + label
+	j := st.Jobs[target]
+	if n := st.Stopping[target]; j != nil && n > 0 {
+		// Booted out with 36: still shown until launchd is done with it.
+		if n == 1 {
+			delete(st.Stopping, target)
+			delete(st.Jobs, target)
+		} else {
+			st.Stopping[target] = n - 1
+		}
+	}
 	if j == nil {
-		return answer{stderr: notFound(domain, label), code: exitNotFound}
+		return replay("print-not-found", domain, label, "")
 	}
 	return answer{stdout: describe(j)}
+}
+
+// printDisabled lists the disabled targets of a domain, in the layout State.DisabledLayout
+// names.
+func printDisabled(st *fakestate.State, args []string) answer {
+	if len(args) != 1 || !validDomain(args[0]) {
+		return answer{stderr: "Usage: launchctl print-disabled <domain-target>\n", code: exitUsage}
+	}
+	domain := args[0]
+	if a := noGUI(st, "print-disabled", domain, "", ""); a != nil {
+		return *a
+	}
+	name, on, off := "print-disabled-modern", "enabled", "disabled"
+	if st.DisabledLayout == "legacy" {
+		name, on, off = "print-disabled-legacy", "false", "true"
+	}
+	entries := "\t\"com.docker.helper\" => " + on + "\n"
+	for _, t := range st.Disabled {
+		if d, l, ok := serviceTarget(t); ok && d == domain {
+			entries += "\t\"" + l + "\" => " + off + "\n"
+		}
+	}
+	a := replay(name, domain, "", "")
+	a.stdout = strings.Replace(a.stdout, "{entries}", entries, 1)
+	return a
 }
 
 // describe renders a job as `launchctl print` does (layout from a capture on macOS 26.6.2).

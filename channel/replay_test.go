@@ -59,13 +59,6 @@ func (s *standIn) expect(ex ...exchange) {
 	s.script = append(s.script, ex...)
 }
 
-// pending is how many expected requests have not come.
-func (s *standIn) pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.script)
-}
-
 func (s *standIn) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	s.t.Logf("stand-in: %s %s", r.Method, r.URL)

@@ -51,7 +51,7 @@ type Options struct {
 // Result is what one sync did on one channel.
 type Result struct {
 	Channel  string
-	Pulled   []string  // inbox messages written
+	Pulled   []string  // inbox messages written (not those a killed sync had written)
 	Ignored  []Ignored // remote messages refused
 	Pushed   []string  // items published
 	Found    []string  // items a killed sync had published, found and recorded
@@ -231,8 +231,10 @@ func (s *syncer) pull(ctx context.Context, ch Channel, st *State, now time.Time,
 			}
 			st.Threads[id] = m.Thread
 		}
-		st.Pulled++
-		r.Pulled = append(r.Pulled, id)
+		st.Pulled++ // it entered the inbox once, now or in a sync killed before recording it
+		if !exists {
+			r.Pulled = append(r.Pulled, id)
+		}
 	}
 	for _, ig := range p.Ignored {
 		if _, ok := st.Seen[ig.Key]; ok {

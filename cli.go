@@ -262,6 +262,7 @@ alerts. After you edit them yourself, run reload. Other keys take effect at the 
 					return runFallback(c.Context, env, fallbackOptions{Dir: c.String("dir")})
 				},
 			},
+			syncCommand(env, dirFlag, jsonFlag),
 		},
 	}
 	for _, c := range app.Commands {

@@ -58,7 +58,7 @@ type ZulipChannel struct {
 	TokenEnv     string   `toml:"token_env" json:"token_env"`
 	TokenCommand []string `toml:"token_command" json:"token_command"`
 	Stream       string   `toml:"stream" json:"stream"`
-	Topic        string   `toml:"topic" json:"topic"` // default: the chamber directory's name
+	Topic        string   `toml:"topic" json:"topic"` // default: "<the chamber directory's name> (cryochamber)"
 	AllowedUsers []string `toml:"allowed_users" json:"allowed_users"`
 	Summaries    *bool    `toml:"summaries" json:"summaries"`
 }

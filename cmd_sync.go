@@ -19,6 +19,7 @@ import (
 	"github.com/cryochamber/cryochamber/channel"
 	"github.com/cryochamber/cryochamber/fallback"
 	"github.com/cryochamber/cryochamber/internal/atomicfile"
+	"github.com/cryochamber/cryochamber/internal/termtext"
 	"github.com/cryochamber/cryochamber/timer"
 )
 
@@ -292,13 +293,13 @@ func (s *syncRun) once(ctx context.Context, cfg *chamber.Config) error {
 			fmt.Fprintf(s.env.Stdout, "  published: %s\n", id)
 		}
 		for _, ig := range r.Ignored {
-			fmt.Fprintf(s.env.Stdout, "  ignored: %s\n", ig.Reason)
+			fmt.Fprintf(s.env.Stdout, "  ignored: %s\n", termtext.Line(ig.Reason))
 		}
 		for _, w := range r.Warnings {
-			fmt.Fprintf(s.env.Stderr, "cryochamber: warning: %s\n", w)
+			fmt.Fprintf(s.env.Stderr, "cryochamber: warning: %s\n", termtext.Line(w))
 		}
 		if r.Err != nil {
-			fmt.Fprintf(s.env.Stderr, "cryochamber: %s: %v\n", r.Channel, r.Err)
+			fmt.Fprintf(s.env.Stderr, "cryochamber: %s: %s\n", r.Channel, termtext.Line(r.Err.Error()))
 			failed = append(failed, r.Channel)
 		}
 	}
@@ -452,7 +453,7 @@ func (s *syncRun) status(asJSON bool) error {
 		if c.LastError == "" {
 			line += ": ok"
 		} else {
-			line += ": FAILED: " + c.LastError
+			line += ": FAILED: " + termtext.Line(c.LastError)
 			if !c.LastOK.IsZero() {
 				line += " (last success " + when(c.LastOK, now) + ")"
 			}

@@ -290,3 +290,25 @@ func TestEmailInterrupted(t *testing.T) {
 		t.Errorf("state after = %+v", st)
 	}
 }
+
+// A stranger who sends first, under the Message-ID a real answer will carry, does not make the
+// real answer be skipped.
+func TestEmailStrangerCannotShadow(t *testing.T) {
+	f := newEmailFixture(t)
+	noErr(t, f.sync(t))
+	f.now = t0.Add(time.Minute)
+	subject := "[cryo-garden-1234abcd] hi"
+	f.imap.Deliver(reply("mallory@evil.example", "CAF-real@mail.example.com", "", "", subject, "first!\n"), t0.Add(30*time.Second))
+	r := f.sync(t)
+	noErr(t, r)
+	if len(r.Ignored) != 1 || len(r.Pulled) != 0 {
+		t.Fatalf("stranger: %+v", r)
+	}
+	f.now = t0.Add(2 * time.Minute)
+	f.imap.Deliver(reply("alice@example.com", "CAF-real@mail.example.com", "", "", subject, "the real one\n"), t0.Add(90*time.Second))
+	r = f.sync(t)
+	noErr(t, r)
+	if len(r.Pulled) != 1 || f.inbox(t)[r.Pulled[0]].Body != "the real one\n" {
+		t.Fatalf("the real answer: %+v", r)
+	}
+}

@@ -237,10 +237,13 @@ func (s *syncer) pull(ctx context.Context, ch Channel, st *State, now time.Time,
 		}
 	}
 	for _, ig := range p.Ignored {
-		if _, ok := st.Seen[ig.Key]; ok {
+		// Kept apart from accepted keys: a stranger reusing the identity a real message will
+		// have (an email Message-ID is the sender's to choose) must not make us skip that one.
+		k := "ignored:" + ig.Key
+		if _, ok := st.Seen[k]; ok {
 			continue
 		}
-		st.Seen[ig.Key] = Seen{At: now.UTC()}
+		st.Seen[k] = Seen{At: now.UTC()}
 		st.Ignored++
 		r.Ignored = append(r.Ignored, ig)
 	}

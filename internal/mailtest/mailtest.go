@@ -82,7 +82,8 @@ func (p *proc) stop(sig syscall.Signal) {
 // IMAP is one Dovecot serving one user's Maildir.
 type IMAP struct {
 	Host     string
-	Port     int
+	Port     int // IMAP (STARTTLS offered when started with StartIMAPTLS)
+	TLSPort  int // IMAPS (implicit TLS); 0 without TLS
 	User     string
 	Password string
 	Maildir  string // the user's Maildir (cur, new, tmp)
@@ -99,6 +100,18 @@ var seq atomic.Int64
 // StartIMAP starts Dovecot with one user (alice) on a free port of 127.0.0.1, without TLS
 // (Dovecot counts 127.0.0.1 as secure, so it accepts the password in clear there).
 func StartIMAP(t testing.TB) *IMAP {
+	t.Helper()
+	return startIMAP(t, "", "")
+}
+
+// StartIMAPTLS starts Dovecot with TLS: STARTTLS on Port (required before login) and implicit
+// TLS on TLSPort, with the certificate and key in PEM files.
+func StartIMAPTLS(t testing.TB, certFile, keyFile string) *IMAP {
+	t.Helper()
+	return startIMAP(t, certFile, keyFile)
+}
+
+func startIMAP(t testing.TB, certFile, keyFile string) *IMAP {
 	t.Helper()
 	bin, err := exec.LookPath("dovecot")
 	if err != nil {
@@ -144,13 +157,20 @@ func StartIMAP(t testing.TB) *IMAP {
 	}
 	s.Port = freePort(t)
 	s.conf = filepath.Join(dir, "dovecot.conf")
+	ssl := "ssl = no\n"
+	listeners := fmt.Sprintf("  inet_listener imap {\n    address = 127.0.0.1\n    port = %d\n  }\n", s.Port)
+	if certFile != "" {
+		s.TLSPort = freePort(t)
+		// ssl = required: no password before TLS, even on 127.0.0.1.
+		ssl = fmt.Sprintf("ssl = required\nssl_cert = <%s\nssl_key = <%s\nssl_min_protocol = TLSv1.2\n", certFile, keyFile)
+		listeners += fmt.Sprintf("  inet_listener imaps {\n    address = 127.0.0.1\n    port = %d\n    ssl = yes\n  }\n", s.TLSPort)
+	}
 	conf := fmt.Sprintf(`protocols = imap
 listen = 127.0.0.1
 base_dir = %[1]s/base
 state_dir = %[1]s/state
 log_path = %[1]s/log
-ssl = no
-auth_mechanisms = plain login
+%[2]sauth_mechanisms = plain login
 passdb {
   driver = passwd-file
   args = %[1]s/passwd
@@ -161,12 +181,8 @@ userdb {
 }
 mail_location = maildir:~/Maildir
 service imap-login {
-  inet_listener imap {
-    address = 127.0.0.1
-    port = %[2]d
-  }
-}
-`, dir, s.Port)
+%[3]s}
+`, dir, ssl, listeners)
 	if err := os.WriteFile(s.conf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}

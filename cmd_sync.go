@@ -266,7 +266,7 @@ func (s *syncRun) once(ctx context.Context, cfg *chamber.Config) error {
 		sum = &channel.Summary{Session: st.Last.Session, Exit: st.Last.Exit, Text: st.Last.Summary, End: st.Last.End}
 	}
 	results, err := channel.Run(ctx, channel.Options{
-		Dir: s.dir, ID: s.id, Name: filepath.Base(s.dir), StateDir: s.state, Channels: chans, Summary: sum,
+		Dir: s.dir, ID: s.id, StateDir: s.state, Channels: chans, Summary: sum,
 		Now: s.env.Now, Checkpoint: s.env.Checkpoint,
 	})
 	if errors.Is(err, channel.ErrBusy) {

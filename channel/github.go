@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -89,17 +90,11 @@ func (g *github) request(ctx context.Context, method, u string, body []byte) (*h
 		}
 		g.token = tok
 	}
-	var r *bytes.Reader
+	var r io.Reader // a nil *bytes.Reader in an io.Reader would not be nil
 	if body != nil {
 		r = bytes.NewReader(body)
 	}
-	var req *http.Request
-	var err error
-	if r != nil {
-		req, err = http.NewRequest(method, u, r)
-	} else {
-		req, err = http.NewRequest(method, u, nil)
-	}
+	req, err := http.NewRequest(method, u, r)
 	if err != nil {
 		return nil, err
 	}

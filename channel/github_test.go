@@ -71,7 +71,7 @@ func TestGitHubRoundTrip(t *testing.T) {
 				t.Errorf("summary body %q", body)
 			}
 		}))
-	res, err := Run(t.Context(), Options{Dir: c.dir, ID: c.id, Name: "garden", StateDir: c.state, Channels: []Channel{ch}, Summary: sum, Now: func() time.Time { return t0 }})
+	res, err := Run(t.Context(), Options{Dir: c.dir, ID: c.id, StateDir: c.state, Channels: []Channel{ch}, Summary: sum, Now: func() time.Time { return t0 }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func (c *chamber) outbox(t *testing.T, at time.Time, kind, from, body string, in
 
 func (c *chamber) run(t *testing.T, chans ...Channel) []Result {
 	t.Helper()
-	res, err := Run(context.Background(), Options{Dir: c.dir, ID: c.id, Name: "garden", StateDir: c.state, Channels: chans, Now: func() time.Time { return c.now }})
+	res, err := Run(context.Background(), Options{Dir: c.dir, ID: c.id, StateDir: c.state, Channels: chans, Now: func() time.Time { return c.now }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func runChild(spec string) int {
 		}
 		chans = append(chans, ch)
 	}
-	_, err := Run(context.Background(), Options{Dir: s.Dir, ID: s.ID, Name: "garden", StateDir: s.State, Channels: chans,
+	_, err := Run(context.Background(), Options{Dir: s.Dir, ID: s.ID, StateDir: s.State, Channels: chans,
 		Now: func() time.Time { return s.Now },
 		Checkpoint: func(p string) {
 			if p == s.KillAt {

@@ -36,7 +36,6 @@ type Summary struct {
 type Options struct {
 	Dir      string // the chamber (absolute)
 	ID       string // timer.ID(Dir)
-	Name     string // what people call the chamber (its directory's name)
 	StateDir string // the chamber's private state directory: Env.StateDir/chambers/<ID>
 	Channels []Channel
 	Summary  *Summary // nil: none

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -63,13 +64,11 @@ func (z *zulip) request(ctx context.Context, method, u string, form url.Values) 
 		}
 		z.key = k
 	}
-	var req *http.Request
-	var err error
+	var r io.Reader
 	if form != nil {
-		req, err = http.NewRequest(method, u, strings.NewReader(form.Encode()))
-	} else {
-		req, err = http.NewRequest(method, u, nil)
+		r = strings.NewReader(form.Encode())
 	}
+	req, err := http.NewRequest(method, u, r)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/cryochamber/cryochamber/internal/atomicfile"
 	"github.com/cryochamber/cryochamber/internal/confined"
 	"github.com/cryochamber/cryochamber/internal/program"
+	"github.com/cryochamber/cryochamber/timer"
 )
 
 // The agent works in its chamber and may write there, so the configuration in force is never
@@ -414,4 +415,31 @@ func migrateLegacy(env *Env, dir string, s store) error {
 	}
 	env.warnf("adopted the state of %s from its timer.json (started by an earlier cryochamber); from now on it lives in %s", dir, string(s))
 	return nil
+}
+
+// syncTimer arms (with channels in the accepted configuration) or removes the chamber's sync
+// timer, which runs `cryochamber sync` every poll_interval: start and reload call it.
+func (r *runner) syncTimer(ctx context.Context) {
+	ch := r.cfg.Channels
+	on := ch != nil && (ch.Email != nil || ch.GitHub != nil || ch.Zulip != nil)
+	err := r.withBackend(ctx, func(be timer.Backend) error {
+		p, ok := be.(timer.Poller)
+		switch {
+		case !ok && on:
+			return fmt.Errorf("the %s backend cannot run a repeating timer", be.Name())
+		case !ok:
+			return nil
+		case on:
+			return p.ArmPoll(ctx, r.timerChamber(), ch.PollInterval.D, []string{r.wakeBinary(), "sync", "--dir", r.dir})
+		}
+		return p.DisarmPoll(ctx, r.id)
+	})
+	switch {
+	case err != nil && on:
+		r.warnf("cannot arm the sync timer ([channels]): %v; `cryochamber sync --install --dir %s` tries again", err, r.dir)
+	case err != nil:
+		r.warnf("cannot remove the sync timer: %v", err)
+	case on:
+		r.printf("sync timer armed: `cryochamber sync` every %s", fmtDur(ch.PollInterval.D))
+	}
 }

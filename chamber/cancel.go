@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/cryochamber/cryochamber/sessionlog"
@@ -102,6 +104,10 @@ func Cancel(ctx context.Context, env *Env, opts CancelOptions) error {
 	if err := r.save(); err != nil {
 		return err
 	}
+	// The channel secrets `sync --install` captured go with the sync timer.
+	if err := os.Remove(r.store.path(filepath.Join("sync", "secrets"))); err != nil && !errors.Is(err, os.ErrNotExist) {
+		r.warnf("cannot remove the captured channel secrets: %v", err)
+	}
 	if n := r.undelivered(); n > 0 {
 		r.warnf("%d alert(s) are still undelivered; they are retried by the next command on this chamber (`cryochamber status` lists them)", n)
 	}
@@ -160,12 +166,17 @@ func removeByID(ctx context.Context, env *Env, dir string) error {
 	return disarmID(ctx, be, chamberID(dir))
 }
 
+// disarmID removes every timer of the chamber whose ID is id: wake, dead-man, alert, the
+// inbox watcher and the sync timer.
 func disarmID(ctx context.Context, be timer.Backend, id string) error {
 	var errs []error
 	for _, k := range timer.Kinds {
 		errs = append(errs, be.Disarm(ctx, id, k))
 	}
 	errs = append(errs, be.Unwatch(ctx, id))
+	if p, ok := be.(timer.Poller); ok {
+		errs = append(errs, p.DisarmPoll(ctx, id))
+	}
 	return errors.Join(errs...)
 }
 

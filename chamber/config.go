@@ -44,6 +44,7 @@ type Config struct {
 	FallbackAllow   []string              `toml:"fallback_allow"`
 	Email           *EmailConfig          `toml:"email"`
 	Webhook         *WebhookConfig        `toml:"webhook"`
+	Channels        *ChannelsConfig       `toml:"channels"` // config_channels.go
 
 	// Location is Timezone loaded (the system zone when Timezone is empty).
 	Location *time.Location `toml:"-"`
@@ -414,7 +415,7 @@ func (c *Config) check(name string, data []byte, local *time.Location) error {
 			return bad("webhook", "secret_env", "%q is not a valid environment variable name", w.SecretEnv)
 		}
 	}
-	return nil
+	return c.checkChannels(name, data)
 }
 
 // Duration is a Go duration written as a string in cryo.toml ("90s", "10m", "2h").

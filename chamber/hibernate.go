@@ -131,7 +131,10 @@ func (r *runner) arm(ctx context.Context, rep *validate.Report, t time.Time) err
 	r.st.Timers.Fallback = nil
 	if fbErr != nil {
 		rep.Add(validate.StepFallback, validate.Warn, "no dead-man timer: %v", fbErr)
-	} else if err := r.withBackend(ctx, func(be timer.Backend) (err error) { v, err = timer.Check(ctx, be, r.id, timer.Fallback, fb); return err }); err != nil || !v.Found {
+	} else if err := r.withBackend(ctx, func(be timer.Backend) (err error) {
+		v, err = timer.Check(ctx, be, r.id, timer.Fallback, fb)
+		return err
+	}); err != nil || !v.Found {
 		rep.Add(validate.StepFallback, validate.Warn, "the dead-man timer cannot be read back (%v)", err)
 	} else {
 		r.st.Timers.Fallback = &fb

@@ -58,6 +58,9 @@ func Reload(ctx context.Context, env *Env, opts ReloadOptions) error {
 	} else {
 		r.printf("accepted cryo.toml, the programs in the chamber and the environment (PATH, HOME, agent_env)")
 	}
+	if r.st.Phase.Active() || r.st.Phase == PhasePaused {
+		r.syncTimer(ctx)
+	}
 	if r.st.Phase == PhaseArmed && r.st.Wake != nil && r.st.Wake.After(env.Now()) {
 		if err := r.arm(ctx, validate.New(r.out), *r.st.Wake); err != nil {
 			return &Error{Msg: "the timers could not be refreshed", Err: err, Hint: "cryochamber status shows what is armed"}

@@ -192,6 +192,7 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 	if err := register(env.Registry, dir); err != nil {
 		r.warnf("cannot record the chamber for `cryochamber ps`: %v", err)
 	}
+	r.syncTimer(ctx)
 	r.printf("starting chamber %s (%s) with %s", dir, id, cmd.Line)
 	return r.runSession(ctx, st.Session+1, env.Now(), WhyStart)
 }
@@ -283,5 +284,5 @@ func (c *Config) secretNames() []string {
 	if c.Webhook != nil && c.Webhook.SecretEnv != "" {
 		names = append(names, c.Webhook.SecretEnv)
 	}
-	return names
+	return append(names, c.ChannelSecretNames()...)
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cryochamber/cryochamber/channel"
 	"github.com/cryochamber/cryochamber/internal/program"
 	"github.com/cryochamber/cryochamber/internal/termtext"
 	"github.com/cryochamber/cryochamber/message"
@@ -28,38 +29,39 @@ type StatusOptions struct {
 // StatusInfo is what `status --json` prints. Its field names are shared with `ps --json` and
 // `history --json` (and the dashboard's API): the same thing has the same name everywhere.
 type StatusInfo struct {
-	Dir           string       `json:"dir"`
-	ID            string       `json:"id"`
-	Plan          string       `json:"plan"`
-	State         string       `json:"state"` // armed, running, paused, retrying, failed, complete, cancelled, missing
-	Phase         Phase        `json:"phase"`
-	Session       int          `json:"session"`
-	NextWake      *time.Time   `json:"next_wake"`
-	NextRelative  string       `json:"next_wake_relative,omitempty"`
-	NextReason    Why          `json:"next_wake_reason,omitempty"`
-	Upcoming      []Upcoming   `json:"upcoming"`
-	Paused        *time.Time   `json:"paused"`
-	PausedUntil   *time.Time   `json:"paused_until"`
-	RetryingSince *time.Time   `json:"retrying_since"`
-	SlowRetry     string       `json:"slow_retry,omitempty"`
-	Command       string       `json:"command"`
-	Task          string       `json:"task"`
-	Retries       int          `json:"retries"`
-	Last          *Outcome     `json:"last"`
-	Plans         []string     `json:"plans"`
-	Backend       string       `json:"backend"`
-	Timers        []TimerInfo  `json:"timers"`
-	TimerError    string       `json:"timer_error,omitempty"`
-	Watcher       string       `json:"inbox_watcher"` // on, off, missing
-	Holder        *HolderInfo  `json:"lock_holder"`
-	Fallbacks     []string     `json:"fallbacks"`
-	LastAlert     *AlertRecord `json:"last_alert"`
-	Undelivered   int          `json:"undelivered_alerts"`
-	Todos         []Todo       `json:"todos"`
-	Inbox         int          `json:"inbox"`
-	Outbox        int          `json:"outbox"`
-	Tail          []string     `json:"tail"`
-	Warnings      []string     `json:"warnings"`
+	Dir           string               `json:"dir"`
+	ID            string               `json:"id"`
+	Plan          string               `json:"plan"`
+	State         string               `json:"state"` // armed, running, paused, retrying, failed, complete, cancelled, missing
+	Phase         Phase                `json:"phase"`
+	Session       int                  `json:"session"`
+	NextWake      *time.Time           `json:"next_wake"`
+	NextRelative  string               `json:"next_wake_relative,omitempty"`
+	NextReason    Why                  `json:"next_wake_reason,omitempty"`
+	Upcoming      []Upcoming           `json:"upcoming"`
+	Paused        *time.Time           `json:"paused"`
+	PausedUntil   *time.Time           `json:"paused_until"`
+	RetryingSince *time.Time           `json:"retrying_since"`
+	SlowRetry     string               `json:"slow_retry,omitempty"`
+	Command       string               `json:"command"`
+	Task          string               `json:"task"`
+	Retries       int                  `json:"retries"`
+	Last          *Outcome             `json:"last"`
+	Plans         []string             `json:"plans"`
+	Backend       string               `json:"backend"`
+	Timers        []TimerInfo          `json:"timers"`
+	TimerError    string               `json:"timer_error,omitempty"`
+	Watcher       string               `json:"inbox_watcher"` // on, off, missing
+	Holder        *HolderInfo          `json:"lock_holder"`
+	Fallbacks     []string             `json:"fallbacks"`
+	LastAlert     *AlertRecord         `json:"last_alert"`
+	Undelivered   int                  `json:"undelivered_alerts"`
+	Todos         []Todo               `json:"todos"`
+	Inbox         int                  `json:"inbox"`
+	Outbox        int                  `json:"outbox"`
+	Sync          []channel.SyncStatus `json:"sync"` // each channel's last sync ([channels])
+	Tail          []string             `json:"tail"`
+	Warnings      []string             `json:"warnings"`
 }
 
 // Upcoming is one wake that is coming: the plan's, a TODO's, a retry, the dead-man, an alert
@@ -73,7 +75,7 @@ type Upcoming struct {
 // TimerInfo is one OS timer as the state and the OS see it.
 type TimerInfo struct {
 	Kind    string     `json:"kind"`
-	Armed   *time.Time `json:"armed"`   // what the state says was armed
+	Armed   *time.Time `json:"armed"`          // what the state says was armed
 	OS      *time.Time `json:"os_next"`        // what the OS reports now
 	Held    string     `json:"held,omitempty"` // a periodic timer (launchd's dead-man): what the OS holds
 	Agree   bool       `json:"agree"`
@@ -158,6 +160,11 @@ func Status(ctx context.Context, env *Env, opts StatusOptions) (*StatusInfo, err
 		}
 	}
 	s.Undelivered = r.undelivered()
+	if list, err := channel.LastSync(string(r.store)); err == nil && list != nil {
+		s.Sync = list
+	} else {
+		s.Sync = []channel.SyncStatus{}
+	}
 	if r.fs != nil {
 		if info, err := sessionlog.Latest(r.logPath(), st.LogOffset); err == nil {
 			n := opts.Tail
@@ -453,6 +460,13 @@ func (s *StatusInfo) WriteText(w io.Writer, loc *time.Location, now time.Time) {
 		p("pending", "%d alert(s) not delivered yet; retried by their own timer", s.Undelivered)
 	}
 	p("messages", "%d waiting in the inbox, %d in the outbox", s.Inbox, s.Outbox)
+	for _, c := range s.Sync {
+		res := "ok"
+		if c.LastError != "" {
+			res = "FAILED: " + c.LastError
+		}
+		p("sync "+c.Channel, "last %s: %s", When(c.LastSync, loc, now), res)
+	}
 	for _, wn := range s.Warnings {
 		p("warning", "%s", wn)
 	}

@@ -72,6 +72,62 @@ func (e *EmailError) Unwrap() error { return e.Err }
 // SendEmail delivers alert a to the single address to. It makes one attempt, bounded by
 // c.Timeout and ctx.
 func SendEmail(ctx context.Context, c EmailConfig, to string, a Alert) error {
+	m := Mail{Subject: Subject(a), Body: Body(a), Date: a.Time, AutoSubmitted: "auto-generated"}
+	return SendMail(ctx, c, to, m)
+}
+
+// Mail is one plain-text mail that is not an alert: a reply or a notice that `cryochamber sync`
+// carries to a person, threaded with Message-ID, In-Reply-To and References.
+type Mail struct {
+	Subject string
+	Body    string // plain text; cut at MaxMailBody
+	Date    time.Time
+	// MessageID, InReplyTo and References are message identifiers without angle brackets
+	// (left@right). Each must pass ValidMessageID: they may come from mail a stranger wrote.
+	MessageID  string
+	InReplyTo  string
+	References []string
+	// AutoSubmitted is the RFC 3834 header ("auto-generated", "auto-replied"): it tells
+	// vacation responders and ticket systems not to answer, so no mail loop can start.
+	AutoSubmitted string
+}
+
+// MaxMailBody bounds the body of a Mail.
+const MaxMailBody = 256 << 10
+
+// maxReferences bounds the References header: the root and the latest messages of a thread are
+// what threading needs.
+const maxReferences = 20
+
+// ValidMessageID reports whether id is a message identifier we may write into a header: the
+// dot-atom form id-left@id-right of RFC 5322 3.6.4 (no brackets, no quoted or domain-literal
+// forms), printable ASCII, at most 250 bytes. Anything else is refused, never repaired: a
+// header built from it could otherwise carry a line break into the mail.
+func ValidMessageID(id string) bool {
+	if id == "" || len(id) > 250 {
+		return false
+	}
+	left, right, ok := strings.Cut(id, "@")
+	if !ok || left == "" || right == "" || strings.Contains(right, "@") {
+		return false
+	}
+	for _, part := range []string{left, right} {
+		if strings.HasPrefix(part, ".") || strings.HasSuffix(part, ".") || strings.Contains(part, "..") {
+			return false
+		}
+		for i := 0; i < len(part); i++ {
+			c := part[i]
+			if c <= ' ' || c >= 0x7f || strings.IndexByte(`()<>[]:;@\,"`, c) >= 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// SendMail delivers m to the single address to, with the same connection rules, timeouts and
+// error phases as SendEmail. It makes one attempt.
+func SendMail(ctx context.Context, c EmailConfig, to string, m Mail) error {
 	mode, port, timeout, err := c.check()
 	if err != nil {
 		return err
@@ -80,7 +136,7 @@ func SendEmail(ctx context.Context, c EmailConfig, to string, a Alert) error {
 	if err != nil {
 		return err
 	}
-	msg, err := newMessage(c.From, rcpt, a)
+	msg, err := newMessage(c.From, rcpt, m)
 	if err != nil {
 		return err
 	}
@@ -227,9 +283,9 @@ func checkRecipient(to string) (string, error) {
 	return to, nil
 }
 
-// newMessage builds the alert mail. Every header value is built by Subject and the checks
-// above, never from raw alert text.
-func newMessage(from, to string, a Alert) (*gomail.Msg, error) {
+// newMessage builds the mail. Every header value is sanitized or checked here (the subject made
+// one line, message identifiers validated), never taken raw from alert or message text.
+func newMessage(from, to string, mail Mail) (*gomail.Msg, error) {
 	m := gomail.NewMsg()
 	if err := m.From(from); err != nil {
 		return nil, fmt.Errorf("email from %q: %w", from, err)
@@ -237,15 +293,39 @@ func newMessage(from, to string, a Alert) (*gomail.Msg, error) {
 	if err := m.To(to); err != nil {
 		return nil, fmt.Errorf("email target %q: %w", to, err)
 	}
-	m.Subject(Subject(a))
-	m.SetBodyString(gomail.TypeTextPlain, Body(a))
-	if !a.Time.IsZero() {
-		m.SetDateWithValue(a.Time)
+	m.Subject(sanitizeHeader(mail.Subject, 200))
+	m.SetBodyString(gomail.TypeTextPlain, sanitizeBody(mail.Body, MaxMailBody))
+	if !mail.Date.IsZero() {
+		m.SetDateWithValue(mail.Date)
 	}
 	m.SetUserAgent("cryochamber")
-	// RFC 3834: tells vacation responders and ticket systems not to answer, so an alert can
-	// never start a mail loop.
-	m.SetGenHeader(gomail.Header("Auto-Submitted"), "auto-generated")
+	for _, id := range append([]string{mail.MessageID, mail.InReplyTo}, mail.References...) {
+		if id != "" && !ValidMessageID(id) {
+			return nil, fmt.Errorf("email: %q is not a message identifier", sanitizeHeader(id, 80))
+		}
+	}
+	if mail.MessageID != "" {
+		m.SetMessageIDWithValue(mail.MessageID)
+	}
+	if mail.InReplyTo != "" {
+		m.SetGenHeader(gomail.HeaderInReplyTo, "<"+mail.InReplyTo+">")
+	}
+	if refs := mail.References; len(refs) > 0 {
+		if len(refs) > maxReferences {
+			// Keep the root (the first) and the latest ones.
+			refs = append(refs[:1:1], refs[len(refs)-maxReferences+1:]...)
+		}
+		m.SetGenHeader(gomail.HeaderReferences, "<"+strings.Join(refs, "> <")+">")
+	}
+	// RFC 3834: tells vacation responders and ticket systems not to answer, so no mail of ours
+	// can start a mail loop.
+	switch mail.AutoSubmitted {
+	case "":
+	case "auto-generated", "auto-replied":
+		m.SetGenHeader(gomail.Header("Auto-Submitted"), mail.AutoSubmitted)
+	default:
+		return nil, fmt.Errorf("email: Auto-Submitted %q is not auto-generated or auto-replied", sanitizeHeader(mail.AutoSubmitted, 40))
+	}
 	return m, nil
 }
 

@@ -265,12 +265,14 @@ func TestSyncCLI(t *testing.T) {
 		}
 		return out
 	}
-	expect(env, 2, `is not a chamber \(no timer\.json\)\nhint: start one with`, "sync")
+	expect(env, 2, `is not a chamber \(it was never started here\)\nhint: start one with`, "sync")
 	expect(env, 0, `session 1`, "start", filepath.Join(dir, "plan.md"))
 	expect(env, 2, `give one of --install, --remove, --status`, "sync", "--install", "--remove")
 	expect(env, 0, `never synced`, "sync", "--status")
-	expect(noSecret, 1, `CRYO_IMAP_PW is not set: export it and run .cryochamber sync --install`, "sync")
-	expect(env, 0, `(?m)^email +last sync .*FAILED: pull: the IMAP password`, "sync", "--status")
+	// start captured the channel's secret (0600, outside the chamber, never given to the
+	// agent), as it does the alert secrets: a sync from an environment without it still works.
+	expect(noSecret, 0, `email: pulled 0, published 0`, "sync")
+	expect(env, 0, `(?m)^email +last sync .*: ok`, "sync", "--status")
 
 	// The chamber's cryo.toml is edited (the agent may write there): a stranger allowed, the
 	// replies redirected. sync keeps using what was accepted at start, and says so.

@@ -79,6 +79,11 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
+	// CRYO_TEST_BINARY runs the end-to-end tests against another build (an older commit's, to
+	// see a new test fail before its fix).
+	if p := os.Getenv("CRYO_TEST_BINARY"); p != "" {
+		binPath = p
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/cryochamber/cryochamber/chamber"
+	"github.com/cryochamber/cryochamber/internal/termtext"
 )
 
 func validateCommand(env *chamber.Env) *cli.Command {
@@ -30,6 +33,9 @@ ok, plan_complete, exit, wake, cmd, plans, fallbacks, errors, warnings and check
 					return err
 				}
 			} else {
+				for _, w := range rep.Warnings {
+					fmt.Fprintf(env.Stdout, "warning: %s\n", termtext.Line(w))
+				}
 				rep.WriteVerdict(env.Stdout)
 			}
 			if !rep.OK {

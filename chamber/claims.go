@@ -130,6 +130,7 @@ func (r *runner) finishClaims(n int, m *marker.Result, o outcome) error {
 	for _, name := range r.st.Claimed {
 		ids = append(ids, strings.TrimSuffix(name, ".md"))
 	}
+	r.answered = len(ids)
 	var errs []error
 	t := o.end.UTC()
 	if t.IsZero() {

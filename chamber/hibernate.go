@@ -367,7 +367,7 @@ func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) 
 
 // outcomeRecord is the Outcome the state keeps of session n.
 func (r *runner) outcomeRecord(n int, o outcome, summary string) *Outcome {
-	return &Outcome{Session: n, Exit: o.exit, Summary: summary, Reason: o.reason, Why: r.st.Reason, Start: o.start.UTC(), End: o.end.UTC()}
+	return &Outcome{Session: n, Exit: o.exit, Summary: summary, Reason: o.reason, Why: r.why, Start: o.start.UTC(), End: o.end.UTC()}
 }
 
 // disarmAll removes the wake and dead-man timers and the inbox watcher (the alert timer stays

@@ -58,13 +58,13 @@ func (r *runner) recordHistory(n int, o outcome, m *marker.Result, stop string) 
 	// The session has ended: a later one may be reported overdue again.
 	r.store.clearFlag(fmt.Sprintf("overdue-%d", n))
 	due := o.start
-	if r.st.Wake != nil && r.st.Phase == PhaseRunning {
-		due = *r.st.Wake
+	if r.dueAt != nil {
+		due = *r.dueAt
 	}
 	row := HistoryRow{
 		Session: n, Why: r.st.Reason, Due: due.UTC(), Started: o.start.UTC(), Ended: o.end.UTC(),
 		Late: max(o.start.Sub(due), 0).Round(time.Second).String(), Duration: o.end.Sub(o.start).Round(time.Second).String(),
-		Exit: o.exit, Answered: len(r.st.Claimed),
+		Exit: o.exit, Answered: r.answered,
 	}
 	if r.st.Last != nil && r.st.Last.Session == n {
 		row.Why = r.st.Last.Why

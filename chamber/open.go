@@ -38,6 +38,9 @@ type runner struct {
 	envVars     []string       // the environment file, read once per command
 	envLoaded   bool           // envVars is loaded
 	readOnly    bool           // status, validate: never writes, never delivers
+	why         Why            // what woke the session being finished (for its records)
+	dueAt       *time.Time     // when the session being finished was due
+	answered    int            // messages the session being finished claimed and answered
 }
 
 // openOptions say how a command holds a chamber.

@@ -20,6 +20,7 @@ func (r *runner) recover(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	n := r.st.Session
+	r.why, r.dueAt = r.st.Reason, r.st.Wake
 	if h := r.st.Holder; h != nil && h.Agent != nil {
 		// The process that died may have left its agent running: end it before anything
 		// else runs, so that no session runs beside an orphan.

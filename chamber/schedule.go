@@ -132,8 +132,13 @@ func Resume(ctx context.Context, env *Env, opts ResumeOptions) error {
 func (r *runner) resume(ctx context.Context) error {
 	now := r.now()
 	var missed []string
-	if w := r.st.Wake; w != nil && !w.After(now) {
-		missed = append(missed, fmt.Sprintf("the %s wake due %s", orPlan(r.st.Reason), w.UTC().Format(time.RFC3339)))
+	switch w := r.st.Wake; {
+	case r.st.PlanWake != nil && !r.st.PlanWake.After(now):
+		missed = append(missed, "the plan's wake due "+r.st.PlanWake.UTC().Format(time.RFC3339))
+	case w != nil && !w.After(now) && r.st.Reason == WhyRetry:
+		missed = append(missed, fmt.Sprintf("the retry of session %d due %s", r.st.Session, w.UTC().Format(time.RFC3339)))
+	case w != nil && !w.After(now) && r.st.Reason != WhyTodo:
+		missed = append(missed, "the wake due "+w.UTC().Format(time.RFC3339))
 	}
 	for _, t := range r.loadTodos().Items {
 		if t.Status == "pending" && !t.At.After(now) {
@@ -172,13 +177,6 @@ func (r *runner) resume(ctx context.Context) error {
 		r.printf("missed during the pause, and run now: %s", strings.Join(missed, "; "))
 	}
 	return nil
-}
-
-func orPlan(w Why) Why {
-	if w == "" {
-		return WhyPlan
-	}
-	return w
 }
 
 // moveWake is `wake --at`: the operator moves the plan's next wake to t (read back from the OS

@@ -53,6 +53,7 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 	r.st.Session = n
 	r.st.Wake = &due
 	r.st.Reason = why
+	r.why, r.dueAt = why, &due
 	r.st.Holder = &Holder{PID: r.env.PID, Session: n, Since: start.UTC().Truncate(time.Second), Command: "wake"}
 	// The claim is committed by saving the state (phase running, the claimed names); only then
 	// are the files moved, so a crash at any point leaves the batch in the inbox or the archive,

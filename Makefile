@@ -5,7 +5,15 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 FUZZTIME ?= 20s
 
-.PHONY: all build test demo fuzz bench lint darwin clean
+.PHONY: all build install test demo fuzz bench lint darwin clean
+
+# Where `make install` puts things (a user install: no root needed).
+PREFIX   ?= $(HOME)/.local
+BINDIR   ?= $(PREFIX)/bin
+MANDIR   ?= $(PREFIX)/share/man/man1
+BASHCOMP ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMP  ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMP ?= $(PREFIX)/share/fish/vendor_completions.d
 
 all: build
 
@@ -17,6 +25,19 @@ build:
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 12m ./...
+
+# The binary in ~/.local/bin (the timers run it by this path: keep it there), the man page and
+# the shell completions; then say whether ~/.local/bin is on PATH.
+install: build
+	install -d "$(BINDIR)" "$(MANDIR)" "$(BASHCOMP)" "$(ZSHCOMP)" "$(FISHCOMP)"
+	install -m 0755 $(BIN) "$(BINDIR)/cryochamber"
+	"$(BINDIR)/cryochamber" man > "$(MANDIR)/cryochamber.1"
+	"$(BINDIR)/cryochamber" completion bash > "$(BASHCOMP)/cryochamber"
+	"$(BINDIR)/cryochamber" completion zsh > "$(ZSHCOMP)/_cryochamber"
+	"$(BINDIR)/cryochamber" completion fish > "$(FISHCOMP)/cryochamber.fish"
+	@echo "installed $(BINDIR)/cryochamber, its man page and shell completions"
+	@case ":$$PATH:" in *":$(BINDIR):"*) echo "$(BINDIR) is on your PATH";; \
+	  *) echo "$(BINDIR) is NOT on your PATH: add  export PATH=\"$(BINDIR):\$$PATH\"  to your shell profile";; esac
 
 demo: build
 	./scripts/demo.sh

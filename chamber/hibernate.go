@@ -301,15 +301,7 @@ func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) 
 	if err := r.finishClaims(n, nil, o); err != nil {
 		r.warnf("%v", err)
 	}
-	slow := r.st.Retries > max
-	delay := r.cfg.SlowRetry.D
-	if !slow {
-		delay = retryDelays[min(r.st.Retries, len(retryDelays))-1]
-	}
-	t := ceilSecond(o.end.Add(delay).UTC())
-	if t.Before(now.Add(armLead)) {
-		t = now.Add(armLead).Truncate(time.Second).Add(time.Second)
-	}
+	t, slow := retryAt(r.st.Retries, max, r.cfg.SlowRetry.D, o.end, now)
 	reason := WhyRetry
 	if p, why := r.pendingWake(now); p != nil && p.Before(t) {
 		// A TODO (or a message) is due before the retry: wake for it; the retry count stays.
@@ -363,6 +355,22 @@ func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) 
 		msg = fmt.Sprintf("session %d failed (%s); the fast retries are used up: retrying every %s, next at %s", n, o.reason, fmtDur(r.cfg.SlowRetry.D), t.Format(time.RFC3339))
 	}
 	return &Error{Msg: msg, Hint: "see `cryochamber log --session " + fmt.Sprint(n) + "`"}
+}
+
+// retryAt is when the k-th consecutive failure (1-based) is retried: +5m, +15m, +60m (then the
+// last of those) while k <= maxRetries, else every slowRetry (slow). It counts from the end of
+// the failed session, and is never sooner than the arming lead from now.
+func retryAt(k, maxRetries int, slowRetry time.Duration, end, now time.Time) (t time.Time, slow bool) {
+	slow = k > maxRetries
+	delay := slowRetry
+	if !slow {
+		delay = retryDelays[min(max(k, 1), len(retryDelays))-1]
+	}
+	t = ceilSecond(end.Add(delay).UTC())
+	if t.Before(now.Add(armLead)) {
+		t = now.Add(armLead).Truncate(time.Second).Add(time.Second)
+	}
+	return t, slow
 }
 
 // outcomeRecord is the Outcome the state keeps of session n.

@@ -230,3 +230,8 @@ func fmtDur(d time.Duration) string {
 	}
 	return s
 }
+
+// span says how long d is, readably at any size: "45s", "3m10s", "2h05m", "3 days", "6 years".
+func span(d time.Duration) string {
+	return strings.TrimPrefix(human(d), "in ")
+}

@@ -65,11 +65,11 @@ func (r *runner) judge(rep *validate.Report, m *marker.Result, validAt time.Time
 		case w.Before(tooLate):
 			step2Failed = true
 			rep.Add(validate.StepWake, validate.Fail, "line %d: WAKE %s is %s before the session ended, more than late_grace (%s)",
-				m.Wake.Line, w.Format(time.RFC3339), validAt.Sub(w).Round(time.Second), r.cfg.LateGrace.D)
+				m.Wake.Line, w.Format(time.RFC3339), span(validAt.Sub(w)), fmtDur(r.cfg.LateGrace.D))
 		case w.Before(now):
 			v.next = asap()
 			wakeDetail = fmt.Sprintf("WAKE %s is %s past (within late_grace %s): waking as soon as possible, at %s",
-				w.Format(time.RFC3339), now.Sub(w).Round(time.Second), r.cfg.LateGrace.D, v.next.Format(time.RFC3339))
+				w.Format(time.RFC3339), span(now.Sub(w)), fmtDur(r.cfg.LateGrace.D), v.next.Format(time.RFC3339))
 		case w.Before(now.Add(armLead)):
 			v.next = asap()
 			wakeDetail = fmt.Sprintf("WAKE %s is closer than the %s arming lead: armed at %s",
@@ -95,7 +95,7 @@ func (r *runner) judge(rep *validate.Report, m *marker.Result, validAt time.Time
 		if at.Before(tooLate) {
 			step2Failed = true
 			rep.Add(validate.StepWake, validate.Fail, "line %d: TODO time %s is %s before the session ended, more than late_grace (%s)",
-				t.Line, at.Format(time.RFC3339), validAt.Sub(at).Round(time.Second), r.cfg.LateGrace.D)
+				t.Line, at.Format(time.RFC3339), span(validAt.Sub(at)), fmtDur(r.cfg.LateGrace.D))
 			continue
 		}
 		if at.Before(now.Add(armLead)) {

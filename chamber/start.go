@@ -79,6 +79,12 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 	if err != nil {
 		return &Error{Msg: "cannot create the chamber's private state", Err: err}
 	}
+	// The units name the environment file in the state directory: a path they cannot carry is
+	// refused before session 1, not after it.
+	if _, err := timer.EscapeGlobPath(s.path(EnvFileName)); err != nil {
+		return usageErr("set XDG_STATE_HOME (or HOME) to a directory whose path has no newline or control character",
+			"the state directory %s cannot be named in a timer unit: %v", string(s), err)
+	}
 	if err := migrateLegacy(env, dir, s); err != nil {
 		return err
 	}

@@ -91,7 +91,7 @@ func Cancel(ctx context.Context, env *Env, opts CancelOptions) error {
 			}
 		}
 		end := env.Now().UTC().Truncate(time.Second)
-		o := outcome{start: end, end: end, exit: 2, reason: "crashed", detail: "the session's process died; the chamber was then cancelled"}
+		o := outcome{start: end, end: end, exit: 2, reason: EndCrashed, detail: "the session's process died; the chamber was then cancelled"}
 		if err := r.finishClaims(r.st.Session, nil, o); err != nil {
 			r.warnf("%v", err)
 		}

@@ -190,7 +190,7 @@ func replySubject(r *runner, n int) string {
 // fallbackReply is cryochamber's answer when the agent did not REPLY.
 func fallbackReply(n int, m *marker.Result, o outcome) string {
 	switch {
-	case o.reason == "invalid":
+	case o.reason == EndInvalid:
 		return fmt.Sprintf("Session %d read your message, but its answer could not be used (invalid markers), so the chamber stopped. The operator has been alerted.\n", n)
 	case o.failed():
 		return fmt.Sprintf("Session %d received your message but failed before replying (%s: %s). It will not be shown again; the failure is in cryo.log.\n", n, o.reason, o.detail)

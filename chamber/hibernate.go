@@ -261,7 +261,7 @@ func (r *runner) refuse(ctx context.Context, n int, rep *validate.Report, o outc
 	r.st.Wake = nil
 	r.st.Holder = nil
 	r.st.Claimed = nil
-	reason := o.reason
+	reason := string(o.reason)
 	if reason == "" {
 		reason = "refused"
 	}
@@ -336,15 +336,15 @@ func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) 
 	switch {
 	case firstSlow:
 		r.printf("session %d failed (%s); the %d fast retries are used up: retrying every %s (next at %s)", n, o.reason, max, fmtDur(r.cfg.SlowRetry.D), t.Format(time.RFC3339))
-		r.alert(ctx, n, o.reason, fmt.Sprintf("%s\nThe %d fast retries are used up. The chamber keeps retrying every %s (next at %s) until a session succeeds; you will be told when it recovers.",
+		r.alert(ctx, n, string(o.reason), fmt.Sprintf("%s\nThe %d fast retries are used up. The chamber keeps retrying every %s (next at %s) until a session succeeds; you will be told when it recovers.",
 			why, max, fmtDur(r.cfg.SlowRetry.D), t.Format(time.RFC3339)),
 			fmt.Sprintf("fix the cause (see `cryochamber log --dir %s --session %d`), then `cryochamber wake --dir %s --now` to try at once; or `cryochamber cancel --dir %s` to stop", r.dir, n, r.dir, r.dir), m)
 	case slow:
 		r.printf("session %d failed (%s); still retrying every %s since %s (next at %s)", n, o.reason, fmtDur(r.cfg.SlowRetry.D), r.st.RetryingSince.Format(time.RFC3339), t.Format(time.RFC3339))
-		r.writeNotice(n, o.end, o.reason, why+fmt.Sprintf("\nStill retrying every %s; next at %s.\n", fmtDur(r.cfg.SlowRetry.D), t.Format(time.RFC3339)))
+		r.writeNotice(n, o.end, string(o.reason), why+fmt.Sprintf("\nStill retrying every %s; next at %s.\n", fmtDur(r.cfg.SlowRetry.D), t.Format(time.RFC3339)))
 	default:
 		r.printf("session %d failed (%s); retry %d of %d at %s (%s)", n, o.reason, r.st.Retries, max, t.In(r.cfg.Location).Format(time.RFC3339), Relative(t, now))
-		r.writeNotice(n, o.end, o.reason, why+fmt.Sprintf("\nRetry %d of %d at %s. No one was alerted yet: alerts go out when the fast retries are used up.\n",
+		r.writeNotice(n, o.end, string(o.reason), why+fmt.Sprintf("\nRetry %d of %d at %s. No one was alerted yet: alerts go out when the fast retries are used up.\n",
 			r.st.Retries, max, t.Format(time.RFC3339)))
 	}
 	if err := r.save(); err != nil {
@@ -375,7 +375,7 @@ func retryAt(k, maxRetries int, slowRetry time.Duration, end, now time.Time) (t 
 
 // outcomeRecord is the Outcome the state keeps of session n.
 func (r *runner) outcomeRecord(n int, o outcome, summary string) *Outcome {
-	return &Outcome{Session: n, Exit: o.exit, Summary: summary, Reason: o.reason, Why: r.why, Start: o.start.UTC(), End: o.end.UTC()}
+	return &Outcome{Session: n, Exit: o.exit, Summary: summary, Reason: string(o.reason), Why: r.why, Start: o.start.UTC(), End: o.end.UTC()}
 }
 
 // disarmAll removes the wake and dead-man timers and the inbox watcher (the alert timer stays

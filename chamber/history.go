@@ -71,8 +71,8 @@ func (r *runner) recordHistory(n int, o outcome, m *marker.Result, stop string) 
 		row.Summary = r.st.Last.Summary
 	}
 	switch {
-	case o.reason != "":
-		row.Outcome = o.reason
+	case o.reason != Answered:
+		row.Outcome = string(o.reason)
 	case o.exit == 0:
 		row.Outcome = "ok"
 	case o.exit == 1:

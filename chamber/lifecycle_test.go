@@ -191,7 +191,7 @@ func TestClassify(t *testing.T) {
 		res    agent.Result
 		m      *marker.Result
 		exit   int
-		reason string
+		reason Ending
 		failed bool
 		detail string
 	}{

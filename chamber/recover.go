@@ -69,11 +69,11 @@ func (r *runner) recover(ctx context.Context) (bool, error) {
 			end = closed.End.End
 		}
 		r.printf("recovering: session %d crashed (its process died); closed its block as failed", n)
-		o := outcome{start: info.Start, end: end, exit: 2, reason: "crashed", detail: "the session's process died before it finished"}
+		o := outcome{start: info.Start, end: end, exit: 2, reason: EndCrashed, detail: "the session's process died before it finished"}
 		return true, r.retry(ctx, n, m, o)
 	}
 	r.printf("recovering: session %d finished but did not hibernate; finishing now", n)
-	o := outcome{start: info.Start, end: info.End.End, exit: info.End.Exit, reason: info.End.Reason}
+	o := outcome{start: info.Start, end: info.End.End, exit: info.End.Exit, reason: Ending(info.End.Reason)}
 	return true, r.afterSession(ctx, n, m, o, info.End.End)
 }
 

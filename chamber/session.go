@@ -26,17 +26,32 @@ const armLead = 5 * time.Second
 // hibernateTimeout bounds judging, arming and alerting after a session.
 const hibernateTimeout = 60 * time.Second
 
+// Ending is how a session ended when it did not answer with valid markers; the END line of its
+// block and the state record it as a word (reason=crashed).
+type Ending string
+
+const (
+	Answered       Ending = ""             // a valid EXIT (0, 1 or 2)
+	EndInvalid     Ending = "invalid"      // it answered, but its markers cannot be used: refused
+	EndNoExit      Ending = "no-exit"      // exited 0 without an EXIT marker: retried
+	EndCrashed     Ending = "crashed"      // exited non-zero, or was killed, without one: retried
+	EndTimeout     Ending = "timeout"      // killed at session_timeout: retried
+	EndInterrupted Ending = "interrupted"  // cryochamber was stopped (shutdown, logout): retried
+	EndAgentFailed Ending = "agent-failed" // the agent did not start: retried
+	EndLog         Ending = "log"          // the chamber could not be written: retried
+)
+
 // outcome is how a session's agent run ended, before its markers are judged.
 type outcome struct {
 	start, end time.Time
 	exit       int    // the END line's exit
-	reason     string // "" when the agent answered with a valid EXIT; else why it counts as exit 2
+	reason     Ending // Answered, or why it counts as exit 2
 	detail     string
 }
 
 // failed reports a session that did not answer (it is retried), as opposed to one that answered
 // wrongly (invalid markers: refused) or answered.
-func (o outcome) failed() bool { return o.reason != "" && o.reason != "invalid" }
+func (o outcome) failed() bool { return o.reason != Answered && o.reason != EndInvalid }
 
 // runSession runs session n, due at due, then hibernates. It is the only place an agent runs.
 func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) error {
@@ -94,7 +109,7 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 			_ = block.End(r.now(), 2, "log")
 		}
 		end := r.now().UTC().Truncate(time.Second)
-		return r.retry(ctx, n, nil, outcome{start: start.UTC().Truncate(time.Second), end: end, exit: 2, reason: "log",
+		return r.retry(ctx, n, nil, outcome{start: start.UTC().Truncate(time.Second), end: end, exit: 2, reason: EndLog,
 			detail: fmt.Sprintf("the chamber cannot be written, so the session did not run: %v", err)})
 	}
 	r.st.LogOffset = block.Offset()
@@ -125,7 +140,7 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 	if o.detail != "" {
 		_ = block.Note(o.detail)
 	}
-	if err := block.End(o.end, o.exit, o.reason); err != nil {
+	if err := block.End(o.end, o.exit, string(o.reason)); err != nil {
 		// The block could not be closed: the next command will find it torn and count the
 		// session as crashed. Say so now too.
 		r.warnf("cannot close session %d in the log: %v", n, err)
@@ -261,11 +276,11 @@ func classify(res agent.Result, m *marker.Result, timeout time.Duration) outcome
 	switch {
 	case res.Canceled:
 		// Stopped from outside (shutdown, logout, Ctrl-C): whatever it printed is not an answer.
-		return outcome{exit: 2, reason: "interrupted", detail: "the session was interrupted (cryochamber was stopped: shutdown, logout or a signal) and the agent killed"}
+		return outcome{exit: 2, reason: EndInterrupted, detail: "the session was interrupted (cryochamber was stopped: shutdown, logout or a signal) and the agent killed"}
 	case res.TimedOut:
-		return outcome{exit: 2, reason: "timeout", detail: fmt.Sprintf("agent killed after session_timeout (%s) with its whole process group", timeout)}
+		return outcome{exit: 2, reason: EndTimeout, detail: fmt.Sprintf("agent killed after session_timeout (%s) with its whole process group", timeout)}
 	case res.Err != nil:
-		return outcome{exit: 2, reason: "agent-failed", detail: "agent did not run: " + res.Err.Error()}
+		return outcome{exit: 2, reason: EndAgentFailed, detail: "agent did not run: " + res.Err.Error()}
 	}
 	agentDetail := fmt.Sprintf("agent exited with status %d after %s", res.ExitCode, res.Duration.Round(time.Millisecond))
 	if res.Signal != "" {
@@ -274,20 +289,20 @@ func classify(res agent.Result, m *marker.Result, timeout time.Duration) outcome
 	if len(m.Errors) > 0 {
 		// The agent answered, but its answer cannot be used: the session counts as a failure
 		// (exit=2 reason=invalid in the log), whatever EXIT it printed.
-		return outcome{exit: 2, reason: "invalid", detail: agentDetail + fmt.Sprintf(", with %d invalid marker(s)", len(m.Errors))}
+		return outcome{exit: 2, reason: EndInvalid, detail: agentDetail + fmt.Sprintf(", with %d invalid marker(s)", len(m.Errors))}
 	}
 	if m.Exit == nil {
 		if res.ExitCode != 0 {
-			return outcome{exit: 2, reason: "crashed", detail: agentDetail + ", without an EXIT marker"}
+			return outcome{exit: 2, reason: EndCrashed, detail: agentDetail + ", without an EXIT marker"}
 		}
-		return outcome{exit: 2, reason: "no-exit", detail: agentDetail + ", without an EXIT marker"}
+		return outcome{exit: 2, reason: EndNoExit, detail: agentDetail + ", without an EXIT marker"}
 	}
 	return outcome{exit: m.Exit.Code, detail: agentDetail}
 }
 
 func describe(o outcome, m *marker.Result) string {
 	switch {
-	case o.reason == "invalid":
+	case o.reason == EndInvalid:
 		return fmt.Sprintf("markers invalid (%d problem(s))", len(m.Errors))
 	case o.failed():
 		return fmt.Sprintf("failed (%s): %s", o.reason, o.detail)

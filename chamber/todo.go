@@ -190,7 +190,7 @@ func (r *runner) finishTodos(n int, o outcome) error {
 		}
 		l.Items[i].Status = "done"
 		changed = true
-		if !o.failed() && o.reason != "invalid" {
+		if !o.failed() && o.reason != EndInvalid {
 			continue
 		}
 		k := t.Attempt + 1

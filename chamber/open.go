@@ -136,6 +136,9 @@ func (r *runner) waitLock(ctx context.Context) (*Lock, error) {
 	}
 }
 
+// maxJobOutput bounds the file launchd writes a job's output to before it is rotated.
+const maxJobOutput = 4 << 20
+
 // lockWait bounds how long a wake waits for a short holder of the lock.
 const lockWait = 2 * time.Minute
 
@@ -282,6 +285,12 @@ func transientBusError(err error) bool {
 func (r *runner) removeStale() {
 	atomicfile.RemoveStale(string(r.store), stateName)
 	atomicfile.RemoveStale(string(r.store), todoName)
+	// launchd appends every job's output to a file here: keep the last few MiB of it.
+	for _, name := range []string{launchdOut, launchdErr} {
+		if fi, err := os.Stat(r.store.path(name)); err == nil && fi.Size() > maxJobOutput {
+			_ = os.Rename(r.store.path(name), r.store.path(name+".1"))
+		}
+	}
 	if r.fs != nil {
 		r.fs.RemoveStale(StateFile)
 		r.fs.RemoveStale(todoName)

@@ -210,11 +210,7 @@ func (a *pendingAlert) summary() string {
 
 // record is the AlertRecord the state keeps of the last alert.
 func (a *pendingAlert) record() *AlertRecord {
-	rec := &AlertRecord{At: a.Time, Session: a.Session, Reason: a.Reason, OK: a.done()}
-	for _, p := range strings.Split(a.summary(), "; ") {
-		rec.Results = append(rec.Results, p)
-	}
-	return rec
+	return &AlertRecord{At: a.Time, Session: a.Session, Reason: a.Reason, OK: a.done(), Results: strings.Split(a.summary(), "; ")}
 }
 
 // fullText is what every target receives: what happened, what to do, where.

@@ -25,23 +25,21 @@ import (
 
 // HistoryRow is one finished session. Its field names are those of status and ps.
 type HistoryRow struct {
-	Session   int       `json:"session"`
-	Why       Why       `json:"reason"`          // what woke it: plan, retry, todo, inbox, requested, start
-	Due       time.Time `json:"due"`             // when it was due
-	Started   time.Time `json:"started"`         //
-	Late      string    `json:"late"`            // how late it started (Go duration)
-	Ended     time.Time `json:"ended"`           //
-	Duration  string    `json:"duration"`        // how long it ran (Go duration)
-	Exit      int       `json:"exit"`            // 0, 1, 2
-	Outcome   string    `json:"outcome"`         // ok, partial, failure, or why it failed (crashed, timeout, invalid, ...)
-	Summary   string    `json:"summary"`         // the EXIT summary or the failure's detail
-	Answered  int       `json:"answered"`        // messages it answered
-	Replies   int       `json:"replies"`         // REPLY markers
-	TodosAdd  int       `json:"todos_added"`     //
-	Alert     string    `json:"alert,omitempty"` // the alert sent after it, if any
-	NextWake  string    `json:"next_wake,omitempty"`
-	Chamber   string    `json:"-"`
-	writtenAt time.Time
+	Session  int       `json:"session"`
+	Why      Why       `json:"reason"`          // what woke it: plan, retry, todo, inbox, requested, start
+	Due      time.Time `json:"due"`             // when it was due
+	Started  time.Time `json:"started"`         //
+	Late     string    `json:"late"`            // how late it started (Go duration)
+	Ended    time.Time `json:"ended"`           //
+	Duration string    `json:"duration"`        // how long it ran (Go duration)
+	Exit     int       `json:"exit"`            // 0, 1, 2
+	Outcome  string    `json:"outcome"`         // ok, partial, failure, or why it failed (crashed, timeout, invalid, ...)
+	Summary  string    `json:"summary"`         // the EXIT summary or the failure's detail
+	Answered int       `json:"answered"`        // messages it answered
+	Replies  int       `json:"replies"`         // REPLY markers
+	TodosAdd int       `json:"todos_added"`     //
+	Alert    string    `json:"alert,omitempty"` // the alert sent after it, if any
+	NextWake string    `json:"next_wake,omitempty"`
 }
 
 // historyFile is the index file of a year.

@@ -65,6 +65,7 @@ func (r *runner) claimNames() ([]string, error) {
 	if err != nil {
 		return nil, &Error{Msg: "cannot read the inbox", Err: err}
 	}
+	r.warnStrays(inboxDir)
 	if len(names) > maxBatch {
 		names = names[:maxBatch]
 	}

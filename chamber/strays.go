@@ -1,0 +1,36 @@
+package chamber
+
+import (
+	"path"
+
+	"github.com/cryochamber/cryochamber/message"
+)
+
+// warnStrays says what a mailbox directory holds under a message's name that is not a message:
+// a symlink (to a private key, say), a FIFO, a device, a directory. message.Names leaves them out,
+// so no session reads or waits on them; without this they would sit there unexplained, and the
+// operator would not learn that something in the chamber planted them. The warning goes to
+// stderr and into the next prompt.
+func (r *runner) warnStrays(dir string) {
+	if r.fs == nil {
+		return
+	}
+	ents, err := r.fs.ReadDir(dir)
+	if err != nil {
+		return // Names said why
+	}
+	for _, e := range ents {
+		if !message.ValidName(e.Name()) || e.Type().IsRegular() {
+			continue
+		}
+		// Opening through the confined opener never follows or waits, and names what it found.
+		f, err := r.fs.Open(path.Join(dir, e.Name()))
+		if err == nil {
+			f.Close() // became a regular file meanwhile: the next session claims it
+			continue
+		}
+		w := "not a message, left alone: " + err.Error()
+		r.warnf("%s", w)
+		r.warnings = append(r.warnings, w)
+	}
+}

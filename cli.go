@@ -50,11 +50,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if notFound && err == nil {
 		return exitUsage
 	}
-	if err == nil && ctx.Err() != nil {
-		err = ctx.Err()
+	if ctx.Err() != nil && !errors.Is(err, context.Canceled) {
+		// A signal stopped the command. Whatever it still did before exiting (a wake kills its
+		// agent and arms the retry), the status says it was interrupted, as --help documents.
+		err = &interruptedError{err}
 	}
 	return report(err, stderr)
 }
+
+// interruptedError is a command stopped by SIGTERM or Ctrl-C, with what it made of that (nil if
+// it had nothing to say).
+type interruptedError struct{ err error }
+
+func (e *interruptedError) Error() string {
+	if e.err == nil {
+		return "interrupted"
+	}
+	return "interrupted: " + e.err.Error()
+}
+
+func (e *interruptedError) Unwrap() error { return e.err }
 
 // report is the one place that maps errors to exit statuses and prints them in one voice:
 // "cryochamber: <message>" then "hint: <what to do>".
@@ -67,7 +82,13 @@ func report(err error, stderr io.Writer) int {
 	var ce *chamber.Error
 	var cfgErr *chamber.ConfigError
 	var ue *usageError
+	var ie *interruptedError
 	switch {
+	case errors.As(err, &ie):
+		status = exitInterrupted
+		if errors.As(err, &ce) {
+			hint = ce.Hint
+		}
 	case errors.Is(err, context.Canceled):
 		status, err = exitInterrupted, errors.New("interrupted")
 	case errors.As(err, &cfgErr):

@@ -631,6 +631,73 @@ echo "[CRYO:WAKE +1h]"
 	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
 }
 
+// Attacks 4 and 5 with hard links instead of symlinks (a hard link is a regular file, so the
+// symlink checks alone let it through): cryo.log replaced by a hard link to a file outside
+// (~/.bashrc, say), and an inbox message that is a hard link to a private key. The wake moves
+// the log aside and appends nothing outside; the key is never claimed, read or quoted, and
+// the wake says what it found.
+//
+// Before the fix (found by this test on main, and on b83b96b): session 2's block was appended
+// to the file outside, and the key was quoted in the prompt.
+func TestBoundaryHardLinks(t *testing.T) {
+	m := systemdtest.Start(t)
+	dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", recordingAgent, nil)
+	env := managerEnv(m)
+	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	parent := filepath.Dir(dir)
+	rc := filepath.Join(parent, "bashrc")
+	if err := os.WriteFile(rc, []byte("# the user's own file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const keyText = "PRIVATE-KEY-HARD-LINKED-0e97"
+	key := filepath.Join(parent, "id_ed25519")
+	if err := os.WriteFile(key, []byte(keyText+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rcBefore, keyBefore := snapshot(t, rc), snapshot(t, key)
+	if err := os.Remove(filepath.Join(dir, "cryo.log")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(rc, filepath.Join(dir, "cryo.log")); err != nil {
+		t.Fatal(err)
+	}
+	planted := filepath.Join(dir, "messages", "inbox", "20260101T000000.000000000Z-alice-0000eeee.md")
+	if err := os.Link(key, planted); err != nil {
+		t.Fatal(err)
+	}
+	mustCryo(t, 0, env, dir, "send", "--dir", dir, "a real message beside the hard link")
+
+	code, stdout, stderr := cryoBounded(t, 60*time.Second, env, dir, "wake", "--dir", dir, "--now")
+	if code != 0 {
+		t.Fatalf("wake: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		"cryo.log is a hard link (one file with 2 names, maybe outside the chamber)",
+		"was moved aside",
+		"20260101T000000.000000000Z-alice-0000eeee.md is a hard link (one file with 2 names, maybe outside the chamber): refused (remove it)",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the wake does not say %q:\n%s", want, stderr)
+		}
+	}
+	rcBefore.unchanged(t)
+	keyBefore.unchanged(t)
+	input, _ := os.ReadFile(filepath.Join(dir, "input-2.txt"))
+	if !strings.Contains(string(input), "a real message beside the hard link") {
+		t.Errorf("session 2 was not shown the real message")
+	}
+	for _, f := range []string{"input-2.txt", "promptfile-2.txt", ".cryo/prompt.md", "cryo.log"} {
+		if data, _ := os.ReadFile(filepath.Join(dir, f)); strings.Contains(string(data), keyText) {
+			t.Errorf("the key reached %s", f)
+		}
+	}
+	if hits := treeContains(t, filepath.Join(dir, "messages", "inbox", "archive"), keyText); len(hits) > 0 {
+		t.Errorf("the key was claimed: %v", hits)
+	}
+	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	rcBefore.unchanged(t)
+}
+
 // Attack 6: FIFOs where cryochamber expects files, and a stopped wake. Each command finishes
 // within seconds (a hang is killed and fails the test) and says what is wrong.
 //

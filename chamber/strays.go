@@ -2,12 +2,14 @@ package chamber
 
 import (
 	"path"
+	"strings"
 
+	"github.com/cryochamber/cryochamber/internal/confined"
 	"github.com/cryochamber/cryochamber/message"
 )
 
 // warnStrays says what a mailbox directory holds under a message's name that is not a message:
-// a symlink (to a private key, say), a FIFO, a device, a directory. message.Names leaves them out,
+// a symlink (to a private key, say), a hard link, a FIFO, a device, a directory. message.Names leaves them out,
 // so no session reads or waits on them; without this they would sit there unexplained, and the
 // operator would not learn that something in the chamber planted them. The warning goes to
 // stderr and into the next prompt.
@@ -19,8 +21,17 @@ func (r *runner) warnStrays(dir string) {
 	if err != nil {
 		return // Names said why
 	}
+	publishing := map[string]bool{} // names whose temporary twin is still there (a send at work)
 	for _, e := range ents {
-		if !message.ValidName(e.Name()) || e.Type().IsRegular() {
+		if base, _, ok := strings.Cut(strings.TrimPrefix(e.Name(), "."), ".tmp-"); ok && strings.HasPrefix(e.Name(), ".") {
+			publishing[base] = true
+		}
+	}
+	for _, e := range ents {
+		if !message.ValidName(e.Name()) || publishing[e.Name()] {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && e.Type().IsRegular() && confined.Links(fi) == 1 {
 			continue
 		}
 		// Opening through the confined opener never follows or waits, and names what it found.

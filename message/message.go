@@ -340,8 +340,10 @@ func ValidName(name string) bool {
 }
 
 // Names lists the message files of the directory dir of the chamber fs in time order. Only
-// regular files with a valid message name count: a symlink, a FIFO, a directory or a hidden or
-// temporary file is not a message.
+// regular files with a valid message name and one name count: a symlink, a FIFO, a directory, a
+// hidden or temporary file is not a message, and neither is a file with two names (a message
+// being published, between its link(2) and the removal of its temporary name, or a hard link to
+// a file elsewhere, which Read would refuse).
 func Names(fs *confined.Dir, dir string) ([]string, error) {
 	ents, err := fs.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -352,9 +354,14 @@ func Names(fs *confined.Dir, dir string) ([]string, error) {
 	}
 	var names []string
 	for _, e := range ents {
-		if n := e.Name(); e.Type().IsRegular() && ValidName(n) {
-			names = append(names, n)
+		n := e.Name()
+		if !e.Type().IsRegular() || !ValidName(n) {
+			continue
 		}
+		if fi, err := e.Info(); err != nil || confined.Links(fi) > 1 {
+			continue
+		}
+		names = append(names, n)
 	}
 	sort.Strings(names)
 	return names, nil

@@ -6,8 +6,10 @@
 // relative to it and can never reach outside it (os.Root refuses "..", absolute names and
 // symlinks that leave the root). On top of that, the file a name finally designates must be a
 // regular file, not a symlink (checked before and after opening, so swapping the name between
-// the two is caught), and every open is non-blocking, so a FIFO or a device is refused with an
-// error instead of hanging the process. Writes go to a temporary file in the same directory,
+// the two is caught), with one name only (a hard link may be the other name of a file outside
+// the directory: appending to it, or quoting it, would reach outside as surely as a symlink),
+// and every open is non-blocking, so a FIFO or a device is refused with an error instead of
+// hanging the process. Writes go to a temporary file in the same directory,
 // fsynced, then renamed over the name (a symlink there is replaced, never followed).
 //
 // This package never decides what a file means; it only makes sure that reading or writing it
@@ -33,12 +35,25 @@ var ErrNotRegular = errors.New("not a regular file")
 
 // NotRegularError names the file and what it was found to be.
 type NotRegularError struct {
-	Name string // relative to the Dir
-	What string // "a symlink", "a FIFO", ...
+	Name  string // relative to the Dir
+	What  string // "a symlink", "a FIFO", ...
+	Links int    // for a regular file with more than one name (a hard link): how many
 }
 
 func (e *NotRegularError) Error() string {
+	if e.Links > 1 {
+		return fmt.Sprintf("%s is a hard link (one file with %d names, maybe outside the chamber): refused (remove it)", e.Name, e.Links)
+	}
 	return fmt.Sprintf("%s is %s, not a regular file: refused (remove it)", e.Name, e.What)
+}
+
+// Links is the number of names (hard links) of the file fi describes; 1 where the system does
+// not say.
+func Links(fi fs.FileInfo) int {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		return int(st.Nlink)
+	}
+	return 1
 }
 
 func (e *NotRegularError) Unwrap() error { return ErrNotRegular }
@@ -85,8 +100,8 @@ func what(m fs.FileMode) string {
 }
 
 // OpenFile opens name with flag (os.O_RDONLY, os.O_WRONLY|os.O_APPEND|os.O_CREATE, ...). It
-// refuses a name that is not a regular file, never follows a symlink at the name, and never
-// blocks. A file it creates gets perm.
+// refuses a name that is not a regular file or that has other names (a hard link), never
+// follows a symlink at the name, and never blocks. A file it creates gets perm.
 func (d *Dir) OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error) {
 	before, err := d.root.Lstat(name)
 	switch {
@@ -109,6 +124,12 @@ func (d *Dir) OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error
 	if !after.Mode().IsRegular() {
 		f.Close()
 		return nil, &NotRegularError{Name: name, What: what(after.Mode())}
+	}
+	if n := Links(after); n > 1 {
+		// Nothing cryochamber keeps in a chamber has two names for longer than a publish (a
+		// link(2) then the removal of the temporary name); a lasting one was planted.
+		f.Close()
+		return nil, &NotRegularError{Name: name, What: "a hard link", Links: n}
 	}
 	if before != nil && !os.SameFile(before, after) {
 		// The name was replaced between the check and the open (by a symlink, perhaps).

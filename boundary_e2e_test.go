@@ -497,6 +497,103 @@ echo "[CRYO:EXIT 0] session $CRYO_SESSION summary"
 echo "[CRYO:WAKE +1h]"
 `
 
+// Attack 3, the upgrade path: a chamber started by a cryochamber that kept its state in
+// timer.json is adopted once, from that timer.json, by the first command of this version. The
+// agent may have written it: the forgery says a session is running whose agent is the process
+// group of another program of the user, and that the timers run a "cryochamber" the agent
+// wrote. The adoption takes the schedule from it, never what runs or what is signalled: the
+// other program lives on, and the units run the binary the operator started the chamber with.
+//
+// Before the fix (found by this test on main, 9326a97): the adoption trusted the forged holder
+// and binary: the recovery killed the other program's process group and the re-armed units ran
+// the agent's "cryochamber". (b83b96b fails it differently: its pin caught the forged binary and
+// refused to run, so the chamber stopped; it recorded no agent process groups to end.)
+func TestBoundaryLegacyAdoption(t *testing.T) {
+	m := systemdtest.Start(t)
+	dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", recordingAgent, map[string]string{
+		"evil-cryochamber": "#!/bin/sh\ntouch \"$(dirname \"$0\")/evil-ran\"\n",
+	})
+	env := managerEnv(m)
+	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+
+	// Another program of the user, in a process group of its own.
+	victim := exec.Command("sleep", "600")
+	victim.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	victimDone := make(chan struct{})
+	go func() { _ = victim.Wait(); close(victimDone) }()
+	t.Cleanup(func() {
+		_ = victim.Process.Kill()
+		<-victimDone
+	})
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Skipf("no boot id: %v", err)
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", victim.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+
+	// What an earlier cryochamber left: the pin in the state directory, the state in
+	// timer.json (here forged), no state of this version yet.
+	view, err := os.ReadFile(filepath.Join(dir, "timer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	if err := json.Unmarshal(view, &st); err != nil {
+		t.Fatal(err)
+	}
+	st["phase"] = "running"
+	st["session"] = 2
+	st["wake"] = time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
+	st["binary"] = filepath.Join(dir, "evil-cryochamber")
+	st["holder"] = map[string]any{
+		"pid": 999999, "session": 2, "since": time.Now().UTC().Add(-time.Minute).Format(time.RFC3339), "command": "wake",
+		"agent": map[string]any{"pgid": victim.Process.Pid, "start": strings.TrimSpace(string(boot)) + "/" + fields[19]},
+	}
+	forged, _ := json.MarshalIndent(st, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, "timer.json"), forged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	statePath := filepath.Join(stateDirOf(m), "chambers", filepath.Base(strings.TrimSuffix(cryoUnitFiles(t, m)[0], "-fallback.service")), "state.json")
+	earlier := false // the binary under test is itself an earlier version (CRYO_TEST_BINARY)
+	if err := os.Remove(statePath); errors.Is(err, fs.ErrNotExist) {
+		earlier = true
+		t.Logf("no %s: this binary keeps its state in timer.json, like the earlier versions", statePath)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+
+	code, out := bin(t, env, dir, "wake", "--dir", dir)
+	t.Logf("the first wake of this version (exit %d):\n%s", code, out)
+	if !earlier && !strings.Contains(out, "adopted the state of "+dir+" from its timer.json") {
+		t.Errorf("the wake did not adopt the earlier version's state")
+	}
+	select {
+	case <-victimDone:
+		t.Error("the adoption killed another program's process group, named by the forged timer.json")
+	default:
+	}
+	for _, u := range cryoUnitFiles(t, m) {
+		data, _ := os.ReadFile(filepath.Join(m.UnitDir, u))
+		if strings.Contains(string(data), "evil-cryochamber") {
+			t.Errorf("%s runs the agent's binary:\n%s", u, data)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "evil-ran")); err == nil {
+		t.Error("the agent's binary ran")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "input-2.txt")); err != nil {
+		t.Errorf("the adopted chamber did not go on with session 2: %v", err)
+	}
+	bin(t, env, dir, "cancel", "--dir", dir)
+}
+
 // Attack 4: cryo.log replaced by a symlink to a file outside the chamber (here a copy of the
 // real log with a line only the outside file has, as an agent would make it to be believed).
 // status and log never read it; the next wake moves the symlink aside with a warning, starts a

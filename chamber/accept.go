@@ -398,6 +398,17 @@ func migrateLegacy(env *Env, dir string, s store) error {
 	if err != nil {
 		return nil
 	}
+	// timer.json was the earlier version's state, but the agent could write it: the schedule is
+	// taken from it, never what runs or what is signalled. The binary and the agent override
+	// come from the pin the operator's start wrote; a holder (whose agent's process group a
+	// recovery would end) is dropped.
+	st.Binary, st.Agent, st.Holder = "", "", nil
+	if raw, err := s.read(pinName, 1<<20); err == nil {
+		var p pinFile
+		if json.Unmarshal(raw, &p) == nil {
+			st.Binary, st.Agent = p.Binary, p.Agent
+		}
+	}
 	lock, err := s.tryLock()
 	if err != nil {
 		return nil

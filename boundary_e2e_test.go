@@ -857,7 +857,7 @@ func TestBoundaryFIFOs(t *testing.T) {
 			t.Errorf("session 2 was not shown the real message")
 		}
 		code, stdout, stderr = cryoBounded(t, limit, env, dir, "status", "--dir", dir)
-		if code != 0 {
+		if code != 0 || !strings.Contains(stdout, "is a FIFO, not a regular file") {
 			t.Errorf("status: exit %d\n%s%s", code, stdout, stderr)
 		}
 		if code, stdout, stderr = cryoBounded(t, limit, env, dir, "cancel", "--dir", dir); code != 0 {

@@ -126,6 +126,7 @@ func Status(ctx context.Context, env *Env, opts StatusOptions) (*StatusInfo, err
 	if d := r.checkDrift(); d != nil {
 		s.Warnings = append(s.Warnings, d.String(r.dir))
 	}
+	s.Warnings = append(s.Warnings, r.strays(inboxDir)...)
 	if st.Phase.Active() {
 		if p, err := r.command(); err == nil {
 			if path, err := lookProgram(r, p); err == nil {

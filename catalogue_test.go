@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,8 +16,6 @@ import (
 	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/sessionlog"
 )
-
-var updateDocs = flag.Bool("update", false, "rewrite docs/BAD-INPUTS.md from the catalogue")
 
 // badInput is one entry of the catalogue: an input from one area and the message (substring)
 // cryochamber must answer with. want "torn" means: not an error, a torn block that the next
@@ -239,7 +236,7 @@ func TestBadInputCatalogue(t *testing.T) {
 		fmt.Fprintf(&doc, "| %s: `%s` | %s |\n", b.name, mdCode(b.input), mdText(got))
 	}
 	path := filepath.Join("docs", "BAD-INPUTS.md")
-	if *updateDocs {
+	if *update {
 		if err := os.WriteFile(path, doc.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -20,11 +20,15 @@ all: build
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
 
-# The whole suite: vet, unit tests, and the end-to-end tests against a private systemd user
-# manager (they skip, saying why, where root and unshare are missing).
+# The whole suite: vet, unit tests, and the end-to-end tests against real components (a private
+# systemd user manager, a real SMTP server, the agent CLIs, ...). Where a real component cannot
+# run here its test skips and says why; CRYO_REQUIRE_E2E=1 (CI sets it) makes that a failure.
+# gotestsum (a tool of go.mod) prints a line per package and the output of each failed test,
+# then lists every skipped test with its reason; scripts/test-summary.sh adds the counts.
 test:
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 12m ./...
+	$(GO) tool gotestsum --format pkgname-and-test-fails --format-icons text --format-hide-empty-pkg \
+		--post-run-command scripts/test-summary.sh -- -count=1 -timeout 12m ./...
 
 # The binary in ~/.local/bin (the timers run it by this path: keep it there), the man page and
 # the shell completions; then say whether ~/.local/bin is on PATH.

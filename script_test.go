@@ -61,12 +61,27 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/cryochamber/cryochamber/internal/e2e"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
 
 func TestScripts(t *testing.T) {
-	testscript.Run(t, scriptParams("testdata/script"))
+	p := scriptParams("testdata/script")
+	if d, ok := t.Deadline(); ok {
+		p.Deadline = d
+	}
+	testscript.RunT(scriptT{t}, p)
 }
+
+// scriptT hands testscript the *testing.T of each script, so that its commands can start a
+// manager on it and record a skipped part as a subtest (testscript.Run hides it).
+type scriptT struct{ *testing.T }
+
+func (t scriptT) Run(name string, f func(testscript.T)) {
+	t.T.Run(name, func(t *testing.T) { f(scriptT{t}) })
+}
+
+func (scriptT) Verbose() bool { return testing.Verbose() }
 
 // scriptParams are the parameters of every script run (the harness test uses them too).
 func scriptParams(dir string) testscript.Params {
@@ -82,7 +97,7 @@ func scriptParams(dir string) testscript.Params {
 
 // scriptState is what the domain commands of one script share.
 type scriptState struct {
-	tb        testing.TB // the script's own test, for systemdtest; nil in the harness test
+	t         *testing.T // the script's own test (for systemdtest); nil in the harness test
 	work      string
 	mgr       *systemdtest.Manager
 	status    int // exit status of the last `cryo`
@@ -128,8 +143,10 @@ func lintScript(file string) error {
 }
 
 func setupScript(dir string, env *testscript.Env) error {
-	tb, _ := env.T().(testing.TB)
-	s := &scriptState{tb: tb, work: env.WorkDir, status: -1}
+	s := &scriptState{work: env.WorkDir, status: -1}
+	if st, ok := env.T().(scriptT); ok {
+		s.t = st.T
+	}
 	env.Values[stateKey{}] = s
 
 	// Refuse the forms that pass vacuously on a misspelt path. testscript names the work
@@ -266,20 +283,20 @@ func cmdManager(ts *testscript.TestScript, neg bool, args []string) {
 	noNeg(ts, neg, "manager")
 	usage(ts, len(args) == 0, "manager")
 	s := scriptStateOf(ts)
-	if s.tb == nil {
-		ts.Fatalf("manager: no testing.TB (the harness test runs no manager)")
+	if s.t == nil {
+		ts.Fatalf("manager: not in TestScripts (the harness test runs no manager)")
 	}
 	if s.mgr != nil {
 		ts.Fatalf("manager: already started")
 	}
-	m := systemdtest.Start(s.tb)
+	m := systemdtest.Start(s.t)
 	s.mgr = m
 	// Stop it before testscript removes $WORK, and show its journal if the script failed.
 	ts.Defer(func() {
-		if s.tb.Failed() {
-			ts.Logf("manager journal (tail):\n%s", tail(m.Journal(s.tb), 6000))
+		if s.t.Failed() {
+			ts.Logf("manager journal (tail):\n%s", tail(m.Journal(s.t), 6000))
 		}
-		m.Stop(s.tb)
+		m.Stop(s.t)
 	})
 	for _, kv := range m.Env() {
 		k, v, _ := strings.Cut(kv, "=")
@@ -292,12 +309,12 @@ func cmdManager(ts *testscript.TestScript, neg bool, args []string) {
 
 func cmdStopManager(ts *testscript.TestScript, neg bool, args []string) {
 	noNeg(ts, neg, "stop-manager")
-	needManager(ts).Stop(scriptStateOf(ts).tb)
+	needManager(ts).Stop(scriptStateOf(ts).t)
 }
 
 func cmdRestartManager(ts *testscript.TestScript, neg bool, args []string) {
 	noNeg(ts, neg, "restart-manager")
-	needManager(ts).Restart(scriptStateOf(ts).tb)
+	needManager(ts).Restart(scriptStateOf(ts).t)
 }
 
 func tail(s string, n int) string {
@@ -326,7 +343,7 @@ func cmdTimers(ts *testscript.TestScript, neg bool, args []string) {
 	usage(ts, len(args) == 1, "timers N")
 	m := needManager(ts)
 	n := atoi(ts, args[0])
-	out := m.Systemctl(scriptStateOf(ts).tb, "list-timers", "--no-legend", "--plain", "cryo-*")
+	out := m.Systemctl(scriptStateOf(ts).t, "list-timers", "--no-legend", "--plain", "cryo-*")
 	got := 0
 	for _, l := range strings.Split(out, "\n") {
 		if strings.Contains(l, "cryo-") {
@@ -572,7 +589,7 @@ func cmdSMTPD(ts *testscript.TestScript, neg bool, args []string) {
 	noNeg(ts, neg, "smtpd")
 	s := scriptStateOf(ts)
 	if err := exec.Command("/usr/bin/python3", "-c", "import aiosmtpd").Run(); err != nil {
-		s.tb.Skip("needs /usr/bin/python3 with aiosmtpd (Debian package python3-aiosmtpd)")
+		e2e.Skipf(s.t, "needs /usr/bin/python3 with aiosmtpd (Debian package python3-aiosmtpd)")
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	ts.Check(err)

@@ -2,13 +2,18 @@ package systemdtest
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cryochamber/cryochamber/internal/e2e"
 )
 
 func TestManagerLifecycle(t *testing.T) {
@@ -78,5 +83,51 @@ func TestManagerLifecycle(t *testing.T) {
 		if _, err := os.Stat(cg); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("cgroup %s left behind (%v)", cg, err)
 		}
+	}
+}
+
+// verdictTB records how Start ended a test, and ends the goroutine that called it as the
+// testing package would; everything else goes to the real test.
+type verdictTB struct {
+	*testing.T
+	mu              sync.Mutex
+	skipped, failed bool
+	msg             string
+}
+
+func (v *verdictTB) end(skip bool, msg string) {
+	v.mu.Lock()
+	v.skipped, v.failed, v.msg = skip, !skip, msg
+	v.mu.Unlock()
+	runtime.Goexit()
+}
+
+func (v *verdictTB) Skip(args ...any)                  { v.end(true, fmt.Sprint(args...)) }
+func (v *verdictTB) Skipf(format string, args ...any)  { v.end(true, fmt.Sprintf(format, args...)) }
+func (v *verdictTB) Fatal(args ...any)                 { v.end(false, fmt.Sprint(args...)) }
+func (v *verdictTB) Fatalf(format string, args ...any) { v.end(false, fmt.Sprintf(format, args...)) }
+
+// TestManagerThatDoesNotStartFails: on a machine that can run a user manager, one that exits
+// at once (here /bin/false stands in for systemd) fails the test; it is never a skip, which
+// would hide every end-to-end test behind a broken manager.
+func TestManagerThatDoesNotStartFails(t *testing.T) {
+	if reason := unsupported(); reason != "" {
+		e2e.Skipf(t, "systemdtest: %s", reason)
+	}
+	old := managerBinary
+	managerBinary = "/bin/false"
+	t.Cleanup(func() { managerBinary = old })
+	v := &verdictTB{T: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Start(v)
+	}()
+	<-done
+	if v.skipped || !v.failed {
+		t.Fatalf("Start with a manager that exits: skipped %v failed %v (%s); want a failure", v.skipped, v.failed, v.msg)
+	}
+	if !strings.Contains(v.msg, "the user manager exited before it came up") {
+		t.Errorf("failure message: %s", v.msg)
 	}
 }

@@ -69,7 +69,7 @@ pear
 			if err := os.WriteFile(file, []byte("mkdir empty\n"+c.script+"\n"+files), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			p := scriptParams(dir)
+			p := scriptParams(dir, false)
 			p.Dir, p.Files = "", []string{file}
 			ht := &harnessT{}
 			testscript.RunT(ht, p)

@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // update rewrites the golden files: docs/BAD-INPUTS.md (TestBadInputCatalogue) and the files
@@ -142,5 +144,73 @@ func TestInitNeverOverwrites(t *testing.T) {
 	after, _ := os.ReadFile(filepath.Join(dir, "cryo.toml"))
 	if !bytes.Equal(before, after) {
 		t.Error("second init changed cryo.toml")
+	}
+}
+
+func TestCheckpointHookCounts(t *testing.T) {
+	if checkpointHook("", "", "") != nil || checkpointHook("", "armed", "") != nil {
+		t.Fatal("a hook without its variables must be nil")
+	}
+	for _, c := range []struct {
+		spec  string
+		calls []string
+		want  int // index of the call that reports reaching it, -1 none
+	}{
+		{"armed", []string{"claimed", "armed", "armed"}, 1},
+		{"state-temp:3", []string{"state-temp", "claimed", "state-temp", "state-temp", "state-temp"}, 3},
+		{"state-temp:x", []string{"state-temp", "state-temp"}, 0},
+		{"ended", []string{"claimed", "header"}, -1},
+	} {
+		reached := reachedNth(c.spec)
+		got := -1
+		for i, name := range c.calls {
+			if reached(name) {
+				if got >= 0 {
+					t.Errorf("%s: reached twice (calls %d and %d)", c.spec, got, i)
+				}
+				got = i
+			}
+		}
+		if got != c.want {
+			t.Errorf("%s over %v: reached at call %d, want %d", c.spec, c.calls, got, c.want)
+		}
+	}
+}
+
+// TestCheckpointHookPauses: a paused wake writes its PID to the pause file and goes on only once
+// the file is removed.
+func TestCheckpointHookPauses(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "paused")
+	hook := checkpointHook("", "ended", file)
+	hook("claimed") // another point: no pause
+	if _, err := os.Stat(file); err == nil {
+		t.Fatal("paused at the wrong point")
+	}
+	done := make(chan struct{})
+	go func() {
+		hook("ended")
+		close(done)
+	}()
+	for i := 0; ; i++ {
+		if data, err := os.ReadFile(file); err == nil && strings.TrimSpace(string(data)) == strconv.Itoa(os.Getpid()) {
+			break
+		}
+		if i > 1000 {
+			t.Fatal("the pause file did not appear with the PID")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case <-done:
+		t.Fatal("the hook returned while the pause file was still there")
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hook did not go on after the pause file was removed")
 	}
 }

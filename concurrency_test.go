@@ -99,7 +99,9 @@ if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE +7s]"; else echo "[CRYO:WAKE +
 		st, err := stateOf(m, dir)
 		return err == nil && st.Session >= 2 && st.Phase == chamber.PhaseArmed
 	})
-	time.Sleep(time.Second) // anything still racing would show up now
+	// The 50 processes have exited; once the manager is idle, the wake systemd itself started at
+	// the WAKE has exited too, and nothing is queued: whatever was going to run has run.
+	m.WaitIdle(t, 30*time.Second, st.ID+"-*")
 	if n := countLines(t, filepath.Join(dir, "runs.txt"), "ran 2"); n != 1 {
 		t.Fatalf("session 2 ran %d times", n)
 	}

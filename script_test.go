@@ -38,7 +38,10 @@ package main
 //	expand FILE                 replace $VARS in FILE (cryo.toml needs the ports)
 //	setenv-file VAR FILE        set VAR to the trimmed content of FILE
 //	date VAR OFFSET [LAYOUT]    set VAR to now+OFFSET in UTC (RFC 3339 by default)
-//	sleep DURATION
+//	wait-idle [TIMEOUT]         wait until the manager has no cryo-* job queued and no cryo-*
+//	                            service (or triggered path unit) at work: the positive event
+//	                            to wait for before asserting that nothing else ran
+//	wait-time TIME OFFSET       wait until the clock is past TIME (RFC 3339) + OFFSET
 //
 // Run one script with: go test -run 'TestScripts/<name>$' . (-v shows every command's output).
 // TestScriptHarness proves that the negative checks fail on a missing path.
@@ -235,7 +238,8 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"expand":          cmdExpand,
 	"setenv-file":     cmdSetenvFile,
 	"date":            cmdDate,
-	"sleep":           cmdSleep,
+	"wait-idle":       cmdWaitIdle,
+	"wait-time":       cmdWaitTime,
 }
 
 func usage(ts *testscript.TestScript, ok bool, text string) {
@@ -625,10 +629,31 @@ func cmdDate(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Setenv(args[0], time.Now().UTC().Add(d).Format(layout))
 }
 
-func cmdSleep(ts *testscript.TestScript, neg bool, args []string) {
-	noNeg(ts, neg, "sleep")
-	usage(ts, len(args) == 1, "sleep DURATION")
-	time.Sleep(duration(ts, args[0]))
+// cmdWaitIdle waits for the positive event that comes before asserting that nothing else ran:
+// the manager has no cryo-* job queued and no cryo-* service or triggered path unit at work.
+func cmdWaitIdle(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "wait-idle")
+	usage(ts, len(args) <= 1, "wait-idle [TIMEOUT]")
+	timeout := 60 * time.Second
+	if len(args) == 1 {
+		timeout = duration(ts, args[0])
+	}
+	needManager(ts).WaitIdle(scriptStateOf(ts).t, timeout, "cryo-*")
+}
+
+// cmdWaitTime waits until the clock has passed TIME (RFC 3339) plus OFFSET: for a script that
+// needs a deadline behind it (the machine stays off past a WAKE), never to let things settle.
+func cmdWaitTime(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "wait-time")
+	usage(ts, len(args) == 2, "wait-time TIME OFFSET")
+	at, err := time.Parse(time.RFC3339, args[0])
+	ts.Check(err)
+	until := at.Add(duration(ts, strings.TrimPrefix(args[1], "+")))
+	if d := time.Until(until); d > 5*time.Minute {
+		ts.Fatalf("wait-time: %s is %s away", until.Format(time.RFC3339), d)
+	} else if d > 0 {
+		time.Sleep(d)
+	}
 }
 
 var (

@@ -462,3 +462,63 @@ func (m *Manager) WaitFor(t testing.TB, timeout time.Duration, what string, cond
 		time.Sleep(pollEvery)
 	}
 }
+
+// busy says what of the units matching pattern is still at work in the manager: a queued job,
+// a service starting, running or stopping, a path unit that has triggered its service. "" is
+// idle.
+func (m *Manager) busy(ctx context.Context, pattern string) (string, error) {
+	var what []string
+	jobs, err := m.systemctl(ctx, "list-jobs", "--no-legend", "--plain", pattern)
+	if err != nil {
+		return "", fmt.Errorf("list-jobs: %v: %s", err, jobs)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(jobs)), "\n") {
+		if f := strings.Fields(l); len(f) >= 3 {
+			what = append(what, "job "+f[2]+" "+f[1])
+		}
+	}
+	units, err := m.systemctl(ctx, "list-units", "--all", "--no-legend", "--plain", "--type=service,path", pattern)
+	if err != nil {
+		return "", fmt.Errorf("list-units: %v: %s", err, units)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(units)), "\n") {
+		f := strings.Fields(l) // UNIT LOAD ACTIVE SUB DESCRIPTION
+		if len(f) < 4 {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(f[0], ".service") && f[2] != "inactive" && f[2] != "failed":
+			what = append(what, f[0]+" "+f[2]+"/"+f[3])
+		case strings.HasSuffix(f[0], ".path") && f[3] == "running":
+			what = append(what, f[0]+" triggered")
+		}
+	}
+	return strings.Join(what, ", "), nil
+}
+
+// WaitIdle waits until nothing of the units matching pattern (a systemctl pattern such as
+// "cryo-*") is at work: no job queued, no service activating, active or deactivating, no path
+// unit with its service triggered. It is the positive event to wait for before asserting that
+// something did not run: once the manager is idle, whatever it was going to start has started
+// and finished. It fails the test if the manager is not idle within timeout.
+func (m *Manager) WaitIdle(t testing.TB, timeout time.Duration, pattern string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		// Each question has its own bound: the deadline must not kill a systemctl in the middle
+		// and leave "killed" as the last word instead of what is still at work.
+		ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+		what, err := m.busy(ctx, pattern)
+		cancel()
+		if err == nil && what == "" {
+			return
+		}
+		if err != nil {
+			what = err.Error()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("systemdtest: %s still at work after %s: %s; manager journal:\n%s", pattern, timeout, what, m.Journal(t))
+		}
+		time.Sleep(pollEvery)
+	}
+}

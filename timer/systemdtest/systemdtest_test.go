@@ -131,3 +131,38 @@ func TestManagerThatDoesNotStartFails(t *testing.T) {
 		t.Errorf("failure message: %s", v.msg)
 	}
 }
+
+// TestWaitIdle: WaitIdle returns only once a started oneshot service has finished, and fails,
+// naming the unit, while one is still running.
+func TestWaitIdle(t *testing.T) {
+	m := Start(t)
+	done := filepath.Join(t.TempDir(), "done")
+	units := map[string]string{
+		"idletest-short.service": "[Service]\nType=oneshot\nExecStart=/bin/sh -c 'sleep 1; touch " + done + "'\n",
+		"idletest-long.service":  "[Service]\nType=oneshot\nTimeoutStartSec=infinity\nExecStart=/bin/sleep 300\n",
+	}
+	for name, text := range units {
+		if err := os.WriteFile(filepath.Join(m.UnitDir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Systemctl(t, "daemon-reload")
+	m.Systemctl(t, "start", "--no-block", "idletest-short.service")
+	m.WaitIdle(t, 20*time.Second, "idletest-*")
+	if _, err := os.Stat(done); err != nil {
+		t.Fatalf("WaitIdle returned before the service finished: %v", err)
+	}
+
+	m.Systemctl(t, "start", "--no-block", "idletest-long.service")
+	v := &verdictTB{T: t}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		m.WaitIdle(v, 2*time.Second, "idletest-*")
+	}()
+	<-finished
+	if !v.failed || !strings.Contains(v.msg, "idletest-long.service") {
+		t.Fatalf("WaitIdle with a running service: failed %v (%s); want a failure naming it", v.failed, v.msg)
+	}
+	m.Systemctl(t, "stop", "idletest-long.service")
+}

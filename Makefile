@@ -4,6 +4,7 @@ BIN      := bin/cryochamber
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
 FUZZTIME ?= 20s
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: all build install test demo fuzz bench lint darwin clean
 
@@ -53,14 +54,18 @@ fuzz:
 bench: build
 	./scripts/bench.sh
 
+# gofmt, go vet and staticcheck (pinned; run with its own go.mod, as its authors release it).
 lint:
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo 'gofmt -w these files:'; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 
-# The macOS build must at least compile and vet on Linux CI.
+# The macOS build must at least compile, vet and pass staticcheck on Linux CI (staticcheck is
+# built for this machine and told to check the darwin files).
 darwin:
 	GOOS=darwin GOARCH=arm64 $(GO) build ./...
 	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
+	$(GO) run -exec 'env GOOS=darwin GOARCH=arm64' $(STATICCHECK) ./...
 
 clean:
 	rm -rf bin

@@ -1,6 +1,6 @@
 module github.com/cryochamber/cryochamber
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/coreos/go-systemd/v22 v22.7.0

@@ -4,6 +4,7 @@ BIN      := bin/cryochamber
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
 FUZZTIME ?= 20s
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: all build install test demo fuzz bench lint darwin clean
 
@@ -20,11 +21,15 @@ all: build
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
 
-# The whole suite: vet, unit tests, and the end-to-end tests against a private systemd user
-# manager (they skip, saying why, where root and unshare are missing).
+# The whole suite: vet, unit tests, and the end-to-end tests against real components (a private
+# systemd user manager, a real SMTP server, the agent CLIs, ...). Where a real component cannot
+# run here its test skips and says why; CRYO_REQUIRE_E2E=1 (CI sets it) makes that a failure.
+# gotestsum (a tool of go.mod) prints a line per package and the output of each failed test,
+# then lists every skipped test with its reason; scripts/test-summary.sh adds the counts.
 test:
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 12m ./...
+	$(GO) tool gotestsum --format pkgname-and-test-fails --format-icons text --format-hide-empty-pkg \
+		--post-run-command scripts/test-summary.sh -- -count=1 -timeout 12m ./...
 
 # The binary in ~/.local/bin (the timers run it by this path: keep it there), the man page and
 # the shell completions; then say whether ~/.local/bin is on PATH.
@@ -49,14 +54,18 @@ fuzz:
 bench: build
 	./scripts/bench.sh
 
+# gofmt, go vet and staticcheck (pinned; run with its own go.mod, as its authors release it).
 lint:
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo 'gofmt -w these files:'; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 
-# The macOS build must at least compile and vet on Linux CI.
+# The macOS build must at least compile, vet and pass staticcheck on Linux CI (staticcheck is
+# built for this machine and told to check the darwin files).
 darwin:
 	GOOS=darwin GOARCH=arm64 $(GO) build ./...
 	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
+	$(GO) run -exec 'env GOOS=darwin GOARCH=arm64' $(STATICCHECK) ./...
 
 clean:
 	rm -rf bin

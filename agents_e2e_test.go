@@ -13,7 +13,8 @@ package main
 //
 // The CLIs are found in $CRYO_AGENTS_BIN, else in ~/.cache/cryo-agents/bin (where .ci/run
 // installs the pinned versions), else on the PATH. A test skips, saying how to install its CLI,
-// where the CLI is missing, and (via systemdtest) where no private user manager can run.
+// where the CLI is missing, and (via systemdtest) where no private user manager can run; under
+// CRYO_REQUIRE_E2E=1 (CI) both are failures (internal/e2e).
 
 import (
 	"bytes"
@@ -33,6 +34,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/e2e"
 	"github.com/cryochamber/cryochamber/internal/modelserver"
 	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
@@ -75,7 +77,7 @@ func agentCLIDir(t *testing.T, prog string) string {
 	if p, err := exec.LookPath(prog); err == nil {
 		return filepath.Dir(p)
 	}
-	t.Skipf("%s is not installed: install the pinned CLI with `npm install -g --prefix ~/.cache/cryo-agents %s` "+
+	e2e.Skipf(t, "%s is not installed: install the pinned CLI with `npm install -g --prefix ~/.cache/cryo-agents %s` "+
 		"(as .ci/run does), or set CRYO_AGENTS_BIN to the directory that holds it", prog, agentPackages[prog])
 	return ""
 }

@@ -79,10 +79,13 @@ func TestCrashPoints(t *testing.T) {
 		"header",       // the SESSION line is written; the agent has not started
 		"output",       // the agent is printing (it kills its parent)
 		"ended",        // the END line is appended; nothing judged or armed
-		"state-temp:1", // writing timer.json (the claim), before the rename
-		"state-temp:2", // writing timer.json (the log offset), before the rename
-		"state-temp:3", // writing timer.json (armed), before the rename
-		"armed",        // both timers armed; timer.json not saved
+		"state-temp:1", // writing the state (the claim), before the rename
+		"state-temp:2", // writing the state (the session's own dead-man timer), before the rename
+		"state-temp:3", // writing the state (the log offset), before the rename
+		"state-temp:4", // writing the state (the running agent's process group), before the rename
+		"armed",        // both timers armed; the state not saved
+		"state-temp:5", // writing the state (armed), before the rename
+		"state-temp:6", // writing the state again at the end of the hibernation, before the rename
 	}
 	const rounds = 3
 	for _, point := range points {

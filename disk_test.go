@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/e2e"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
 
@@ -64,9 +65,7 @@ exit 0
 // from the disk.
 func TestDiskTrouble(t *testing.T) {
 	m := systemdtest.Start(t)
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("needs unshare(1)")
-	}
+	e2e.LookPath(t, "unshare", "util-linux")
 	var mu sync.Mutex
 	var hooks []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/user"
@@ -46,7 +48,7 @@ func newEnv(stdout, stderr io.Writer) *chamber.Env {
 		Stdout:   stdout,
 		Stderr:   stderr,
 	}
-	env.Checkpoint = crashCheckpoint(os.Getenv("CRYOCHAMBER_CRASH_AT"))
+	env.Checkpoint = checkpointHook(os.Getenv("CRYOCHAMBER_CRASH_AT"), os.Getenv("CRYOCHAMBER_PAUSE_AT"), os.Getenv("CRYOCHAMBER_PAUSE_FILE"))
 	env.OpenBackend = func(ctx context.Context, name string) (timer.Backend, error) {
 		return openBackend(ctx, env, name)
 	}
@@ -77,10 +79,35 @@ func binaryPath() string {
 	return exe
 }
 
-// crashCheckpoint is for the crash tests (docs/RELIABILITY.md): CRYOCHAMBER_CRASH_AT=point[:k]
-// makes the process SIGKILL itself the k-th time (default 1st) it reaches that point of a wake.
-// Unset, it does nothing.
-func crashCheckpoint(spec string) func(string) {
+// checkpointHook is for the crash and race tests (docs/RELIABILITY.md); with neither variable
+// set it is nil and does nothing. At a named point of a wake (Env.Checkpoint), the k-th time it
+// is reached (default the 1st):
+//
+//	CRYOCHAMBER_CRASH_AT=point[:k]  the process SIGKILLs itself;
+//	CRYOCHAMBER_PAUSE_AT=point[:k]  it writes its PID to $CRYOCHAMBER_PAUSE_FILE and waits until
+//	                                that file is removed (at most a minute), then goes on.
+func checkpointHook(crashAt, pauseAt, pauseFile string) func(string) {
+	crash, pause := reachedNth(crashAt), reachedNth(pauseAt)
+	if crash == nil && (pause == nil || pauseFile == "") {
+		return nil
+	}
+	return func(name string) {
+		if crash != nil && crash(name) {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way; never return into the wake
+		}
+		if pause != nil && pause(name) && os.WriteFile(pauseFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644) == nil {
+			for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if _, err := os.Stat(pauseFile); errors.Is(err, fs.ErrNotExist) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// reachedNth parses "point[:k]" into a function that reports the k-th call with that point.
+func reachedNth(spec string) func(string) bool {
 	if spec == "" {
 		return nil
 	}
@@ -92,15 +119,12 @@ func crashCheckpoint(spec string) func(string) {
 		}
 	}
 	seen := 0
-	return func(name string) {
+	return func(name string) bool {
 		if name != point {
-			return
+			return false
 		}
 		seen++
-		if seen == nth {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {} // the signal is on its way; never return into the wake
-		}
+		return seen == nth
 	}
 }
 

@@ -3,11 +3,63 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
+
+// update rewrites the golden files: docs/BAD-INPUTS.md (TestBadInputCatalogue) and the files
+// that the scripts' `cmp` commands compare with (TestScripts).
+var update = flag.Bool("update", false, "rewrite golden files instead of comparing with them")
+
+var (
+	binDir  string // holds the cryochamber binary built for the tests
+	binPath string // binDir/cryochamber
+)
+
+// TestMain builds the cryochamber binary once: the scripts run it as `cryo`, the end-to-end
+// tests run it directly, and the timers they arm run it.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cryo-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	binPath = filepath.Join(dir, "cryochamber")
+	out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building cryochamber: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	// CRYO_TEST_BINARY runs the end-to-end tests against another build (an older commit's, to
+	// see a new test fail before its fix); the scripts find it as cryochamber on PATH too.
+	if p := os.Getenv("CRYO_TEST_BINARY"); p != "" {
+		abs, err := filepath.Abs(p)
+		if err == nil {
+			err = os.Remove(binPath)
+		}
+		if err == nil {
+			err = os.Symlink(abs, binPath)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "CRYO_TEST_BINARY: %v\n", err)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+		binPath = abs
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 // runCLI calls run() in process, the way main does.
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -92,5 +144,73 @@ func TestInitNeverOverwrites(t *testing.T) {
 	after, _ := os.ReadFile(filepath.Join(dir, "cryo.toml"))
 	if !bytes.Equal(before, after) {
 		t.Error("second init changed cryo.toml")
+	}
+}
+
+func TestCheckpointHookCounts(t *testing.T) {
+	if checkpointHook("", "", "") != nil || checkpointHook("", "armed", "") != nil {
+		t.Fatal("a hook without its variables must be nil")
+	}
+	for _, c := range []struct {
+		spec  string
+		calls []string
+		want  int // index of the call that reports reaching it, -1 none
+	}{
+		{"armed", []string{"claimed", "armed", "armed"}, 1},
+		{"state-temp:3", []string{"state-temp", "claimed", "state-temp", "state-temp", "state-temp"}, 3},
+		{"state-temp:x", []string{"state-temp", "state-temp"}, 0},
+		{"ended", []string{"claimed", "header"}, -1},
+	} {
+		reached := reachedNth(c.spec)
+		got := -1
+		for i, name := range c.calls {
+			if reached(name) {
+				if got >= 0 {
+					t.Errorf("%s: reached twice (calls %d and %d)", c.spec, got, i)
+				}
+				got = i
+			}
+		}
+		if got != c.want {
+			t.Errorf("%s over %v: reached at call %d, want %d", c.spec, c.calls, got, c.want)
+		}
+	}
+}
+
+// TestCheckpointHookPauses: a paused wake writes its PID to the pause file and goes on only once
+// the file is removed.
+func TestCheckpointHookPauses(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "paused")
+	hook := checkpointHook("", "ended", file)
+	hook("claimed") // another point: no pause
+	if _, err := os.Stat(file); err == nil {
+		t.Fatal("paused at the wrong point")
+	}
+	done := make(chan struct{})
+	go func() {
+		hook("ended")
+		close(done)
+	}()
+	for i := 0; ; i++ {
+		if data, err := os.ReadFile(file); err == nil && strings.TrimSpace(string(data)) == strconv.Itoa(os.Getpid()) {
+			break
+		}
+		if i > 1000 {
+			t.Fatal("the pause file did not appear with the PID")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case <-done:
+		t.Fatal("the hook returned while the pause file was still there")
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hook did not go on after the pause file was removed")
 	}
 }

@@ -23,6 +23,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cryochamber/cryochamber/internal/e2e"
 )
 
 // The real SMTP server of these tests is Debian's python3-aiosmtpd, run with the system
@@ -43,7 +45,7 @@ func needAiosmtpd(t *testing.T) {
 		}
 	})
 	if aiosmtpdErr != nil {
-		t.Skipf("no real SMTP server: %s cannot import aiosmtpd (Debian: apt-get install python3-aiosmtpd): %v", python, aiosmtpdErr)
+		e2e.Skipf(t, "no real SMTP server: %s cannot import aiosmtpd (Debian package python3-aiosmtpd): %v", python, aiosmtpdErr)
 	}
 }
 

@@ -86,13 +86,13 @@ func toGolden(r *Result) goldenResult {
 		g.Cmd = &goldenCmd{c.Raw, c.Args, c.Line}
 	}
 	for _, p := range r.Plans {
-		g.Plans = append(g.Plans, goldenText{p.Text, p.Line})
+		g.Plans = append(g.Plans, goldenText(p))
 	}
 	for _, f := range r.Fallbacks {
-		g.Fallbacks = append(g.Fallbacks, goldenFallback{f.Action, f.Target, f.Message, f.Line})
+		g.Fallbacks = append(g.Fallbacks, goldenFallback(f))
 	}
 	for _, p := range r.Replies {
-		g.Replies = append(g.Replies, goldenText{p.Text, p.Line})
+		g.Replies = append(g.Replies, goldenText(p))
 	}
 	for _, td := range r.Todos {
 		g.Todos = append(g.Todos, goldenTodo{toGoldenTime(td.Time), td.Text, td.Line})

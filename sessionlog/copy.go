@@ -112,7 +112,7 @@ func (c *copier) follow(ctx context.Context, path string, pos int64, poll time.D
 			cur, serr := os.Lstat(path)
 			if fi.Size() < pos || serr == nil && !os.SameFile(fi, cur) {
 				if fi.Size() >= pos { // print what was added to the old file before it moved
-					if pos, err = c.copyRange(f, pos, fi.Size()); err != nil {
+					if _, err := c.copyRange(f, pos, fi.Size()); err != nil {
 						return err
 					}
 				}

@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"howett.net/plist"
+
+	"github.com/cryochamber/cryochamber/internal/e2e"
 )
 
 func mustZone(t testing.TB, name string) *time.Location {
@@ -351,10 +353,7 @@ func TestLaunchdPlistAwkwardCalendar(t *testing.T) {
 // TestLaunchdPlistutil proves every golden plist well formed with libplist: XML → binary →
 // XML, and the decoded structure is the same at every step.
 func TestLaunchdPlistutil(t *testing.T) {
-	bin, err := exec.LookPath("plistutil")
-	if err != nil {
-		t.Skip("plistutil not found (Debian package libplist-utils): cannot prove the plists well formed")
-	}
+	bin := e2e.LookPath(t, "plistutil", "libplist-utils")
 	files, err := filepath.Glob(filepath.Join("testdata", "launchd", "*", "*.plist"))
 	if err != nil || len(files) != 8 {
 		t.Fatalf("golden plists: %d files, %v", len(files), err)

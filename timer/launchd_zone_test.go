@@ -7,12 +7,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cryochamber/cryochamber/internal/e2e"
 )
 
 func TestSystemZone(t *testing.T) {
 	berlin, err := os.ReadFile("/usr/share/zoneinfo/Europe/Berlin")
 	if err != nil {
-		t.Skipf("no tz database in /usr/share/zoneinfo (install tzdata): %v", err)
+		e2e.Skipf(t, "no tz database in /usr/share/zoneinfo (Debian package tzdata): %v", err)
 	}
 	dir := t.TempDir()
 	write := func(rel string) string {

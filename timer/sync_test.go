@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/coreos/go-systemd/v22/unit"
+
+	"github.com/cryochamber/cryochamber/internal/e2e"
 )
 
 func syncChamber(t *testing.T) Chamber {
@@ -83,9 +85,7 @@ func TestSyncIntervalRefused(t *testing.T) {
 
 // systemd-analyze reads the units as the user manager would.
 func TestSystemdSyncUnitsVerify(t *testing.T) {
-	if _, err := exec.LookPath("systemd-analyze"); err != nil {
-		t.Skip("systemd-analyze is not installed (Debian: systemd)")
-	}
+	e2e.LookPath(t, "systemd-analyze", "systemd")
 	c := syncChamber(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "cryochamber")
@@ -141,9 +141,7 @@ func TestLaunchdSyncPlist(t *testing.T) {
 	if strings.Contains(s, "StartCalendarInterval") || strings.Contains(s, "WatchPaths") {
 		t.Errorf("the sync agent is neither a calendar nor a watcher:\n%s", s)
 	}
-	if _, err := exec.LookPath("plistutil"); err != nil {
-		t.Skip("plistutil is not installed (Debian: libplist-utils)")
-	}
+	e2e.LookPath(t, "plistutil", "libplist-utils")
 	dir := t.TempDir()
 	xml, bin, back := filepath.Join(dir, "a.plist"), filepath.Join(dir, "a.bin"), filepath.Join(dir, "b.plist")
 	if err := os.WriteFile(xml, data, 0o644); err != nil {

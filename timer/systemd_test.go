@@ -17,6 +17,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/coreos/go-systemd/v22/unit"
+
+	"github.com/cryochamber/cryochamber/internal/e2e"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -228,9 +230,7 @@ func TestOnCalendar(t *testing.T) {
 
 // TestOnCalendarSystemdAgrees asks systemd how it reads our OnCalendar= values.
 func TestOnCalendarSystemdAgrees(t *testing.T) {
-	if _, err := exec.LookPath("systemd-analyze"); err != nil {
-		t.Skip("systemd-analyze is not installed")
-	}
+	e2e.LookPath(t, "systemd-analyze", "systemd")
 	for _, at := range []time.Time{
 		time.Date(2026, 3, 8, 9, 0, 0, 0, time.UTC),
 		time.Date(2199, 12, 31, 23, 59, 59, 0, time.UTC),
@@ -415,12 +415,10 @@ func TestSystemdUnitsRefuse(t *testing.T) {
 
 // verifyUnits runs `systemd-analyze verify --user` on a set of units (name → content) in a
 // fresh directory, with the first ExecStart word replaced by a real executable (verify checks
-// that it exists). It skips when systemd-analyze is missing.
+// that it exists). It skips when systemd-analyze is missing (fails under CRYO_REQUIRE_E2E).
 func verifyUnits(t testing.TB, units map[string][]byte, bin string) {
 	t.Helper()
-	if _, err := exec.LookPath("systemd-analyze"); err != nil {
-		t.Skip("systemd-analyze is not installed")
-	}
+	e2e.LookPath(t, "systemd-analyze", "systemd")
 	tmp := t.TempDir()
 	exe := filepath.Join(tmp, "bin 100% é", "cryochamber")
 	if err := os.MkdirAll(filepath.Dir(exe), 0o755); err != nil {
@@ -505,9 +503,7 @@ func TestSystemdUnitsVerify(t *testing.T) {
 
 // TestVerifyCatchesBadUnits proves the verify step can fail: a unit systemd refuses.
 func TestVerifyCatchesBadUnits(t *testing.T) {
-	if _, err := exec.LookPath("systemd-analyze"); err != nil {
-		t.Skip("systemd-analyze is not installed")
-	}
+	e2e.LookPath(t, "systemd-analyze", "systemd")
 	bad := map[string][]byte{"cryo-x-00000000-wake.service": []byte("[Service]\nType=oneshot\nExecStart=\"/bin/true\" \"%Z\"\n")}
 	ft := &fakeT{TB: t}
 	verifyUnits(ft, bad, "/bin/true")
@@ -529,6 +525,10 @@ var verified atomic.Int64
 // UnquoteExec reads back exactly the input. A sample of inputs also goes through
 // systemd-analyze verify.
 func FuzzQuoteExec(f *testing.F) {
+	_, noAnalyze := exec.LookPath("systemd-analyze")
+	if noAnalyze != nil && e2e.Required() {
+		f.Fatalf("%s is set, and systemd-analyze is not installed (Debian package systemd): %v", e2e.RequireEnv, noAnalyze)
+	}
 	for _, s := range []string{"", "plain", "a b", `"q"`, `\`, `\\"`, "100%", "%%", "$", "$$", "${HOME}",
 		"$HOME", ";", "\\;", "'", "é ✓ 日本", "a\nb", "\t", "\x00", "\xff", "%h", "`x`", " lead", "trail "} {
 		f.Add(s)
@@ -549,10 +549,7 @@ func FuzzQuoteExec(f *testing.F) {
 		if err != nil || !slices.Equal(got, []string{"/bin/true", s, s}) {
 			t.Fatalf("UnquoteExec(two words %s) = %q, %v", q, got, err)
 		}
-		if n := verified.Add(1); n <= 30 || n%500 == 0 {
-			if _, err := exec.LookPath("systemd-analyze"); err != nil {
-				return
-			}
+		if n := verified.Add(1); noAnalyze == nil && (n <= 30 || n%500 == 0) {
 			verifyUnits(t, map[string][]byte{"cryo-fuzz-00000000-wake.service": []byte(
 				"[Service]\nType=oneshot\nExecStart=\"/bin/true\" " + q + "\n")}, "/bin/true")
 		}

@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cryochamber/cryochamber/internal/e2e"
 )
 
 // python is Debian's interpreter, which has python3-aiosmtpd (another python3 on PATH may not).
@@ -118,11 +120,11 @@ func startIMAP(t testing.TB, certFile, keyFile string) *IMAP {
 		if _, e := os.Stat("/usr/sbin/dovecot"); e == nil {
 			bin = "/usr/sbin/dovecot"
 		} else {
-			t.Skip("no IMAP server: dovecot is not installed (Debian: apt-get install dovecot-imapd)")
+			e2e.Skipf(t, "no IMAP server: dovecot is not installed (Debian package dovecot-imapd)")
 		}
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("the Dovecot recipe of these tests runs as root (as CI does): it serves the mailbox as uid 65534")
+		e2e.Skipf(t, "the Dovecot recipe of these tests runs as root (as CI does): it serves the mailbox as uid 65534")
 	}
 	// The directory must be 0755: Dovecot's unprivileged processes read the user database.
 	dir, err := os.MkdirTemp("", "cryo-imap-")
@@ -263,7 +265,7 @@ type SMTP struct {
 func StartSMTP(t testing.TB) *SMTP {
 	t.Helper()
 	if out, err := exec.Command(python, "-c", "import aiosmtpd").CombinedOutput(); err != nil {
-		t.Skipf("no SMTP server: %s cannot import aiosmtpd (Debian: apt-get install python3-aiosmtpd): %v %s", python, err, strings.TrimSpace(string(out)))
+		e2e.Skipf(t, "no SMTP server: %s cannot import aiosmtpd (Debian package python3-aiosmtpd): %v %s", python, err, strings.TrimSpace(string(out)))
 	}
 	dir := t.TempDir()
 	s := &SMTP{Host: "127.0.0.1", Maildir: filepath.Join(dir, "maildir"), t: t, dir: dir}

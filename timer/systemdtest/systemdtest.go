@@ -10,8 +10,10 @@
 // its namespace, so nothing it logs reaches the machine's console.
 //
 // The package never touches the machine's own managers, units or home directory. It needs root,
-// unshare(1) and /lib/systemd/systemd; where any is missing, Start skips the test and says why.
-// Every process it starts is ended by PID when the test ends.
+// unshare(1) and /lib/systemd/systemd; where any is missing, Start skips the test and says why
+// (internal/e2e: under CRYO_REQUIRE_E2E=1 that skip is a failure). A manager that is started but
+// does not come up, or not within startTimeout, fails the test: a broken manager must not hide
+// the end-to-end suite behind skips. Every process it starts is ended by PID when the test ends.
 package systemdtest
 
 import (
@@ -30,15 +32,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/e2e"
 	"github.com/cryochamber/cryochamber/timer"
 )
 
 // SystemdBinary is the user manager this package starts.
 const SystemdBinary = "/lib/systemd/systemd"
 
+// managerBinary is what the script execs as the manager: SystemdBinary, except in the test that
+// proves a manager which does not come up fails the test.
+var managerBinary = SystemdBinary
+
 // Bounds on every wait, so that a broken manager fails a test instead of hanging it.
 const (
-	startTimeout = 20 * time.Second // until the private socket answers and startup is done
+	startTimeout = 30 * time.Second // until the private socket answers and startup is done
 	stopTimeout  = 10 * time.Second // from SIGTERM to SIGKILL, and again after SIGKILL
 	cmdTimeout   = 30 * time.Second // one systemctl call
 	pollEvery    = 20 * time.Millisecond
@@ -63,8 +70,9 @@ exec unshare -m sh -c 'set -e
 mount -t tmpfs tmpfs /run
 mkdir -p /run/systemd/system
 mount --bind "$CRYO_CONSOLE" /dev/console
-unset CRYO_CGROUPS CRYO_CONSOLE
-exec ` + SystemdBinary + ` --user --log-target=console'`
+manager=$CRYO_MANAGER
+unset CRYO_CGROUPS CRYO_CONSOLE CRYO_MANAGER
+exec "$manager" --user --log-target=console'`
 
 var seq atomic.Int64
 
@@ -86,15 +94,16 @@ type Manager struct {
 }
 
 // Start starts a user manager and registers its end with t.Cleanup. It skips the test, with the
-// reason, when this machine cannot run one.
+// reason, when this machine cannot run one (e2e.Skipf), and fails it when the manager does not
+// come up.
 func Start(t testing.TB) *Manager {
 	t.Helper()
 	if reason := unsupported(); reason != "" {
-		t.Skip("systemdtest: " + reason)
+		e2e.Skipf(t, "systemdtest: %s", reason)
 	}
 	base := t.TempDir()
 	if base == "/run" || strings.HasPrefix(base, "/run/") {
-		t.Skipf("systemdtest: the temporary directory %s is under /run, which the manager's namespace replaces (set TMPDIR elsewhere)", base)
+		e2e.Skipf(t, "systemdtest: the temporary directory %s is under /run, which the manager's namespace replaces (set TMPDIR elsewhere)", base)
 	}
 	m := &Manager{
 		Home:       filepath.Join(base, "home"),
@@ -124,7 +133,7 @@ func Start(t testing.TB) *Manager {
 	}
 	cgs, err := makeCgroups(fmt.Sprintf("cryo-systemdtest-%d-%d", os.Getpid(), seq.Add(1)))
 	if err != nil {
-		t.Skipf("systemdtest: cannot give the manager a cgroup of its own: %v", err)
+		e2e.Skipf(t, "systemdtest: cannot give the manager a cgroup of its own: %v", err)
 	}
 	m.cgroups = cgs
 	t.Cleanup(func() {
@@ -136,7 +145,7 @@ func Start(t testing.TB) *Manager {
 			t.Errorf("systemdtest: %v", err)
 		}
 	})
-	m.start(t, t.Skipf)
+	m.start(t)
 	return m
 }
 
@@ -226,22 +235,22 @@ func cgroupPopulated(cg string) bool {
 }
 
 // start runs a manager with the current directories and waits until it answers. A manager
-// that does not come up is reported with fail: a skip at the first start (this machine cannot
-// run one), a failure at a restart (it could before).
-func (m *Manager) start(t testing.TB, fail func(format string, args ...any)) {
+// that does not come up fails the test: unsupported() has already said this machine can run one.
+func (m *Manager) start(t testing.TB) {
 	t.Helper()
 	logf, err := os.OpenFile(m.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	fmt.Fprintf(logf, "--- systemdtest: starting %s --user at %s ---\n", SystemdBinary, time.Now().UTC().Format(time.RFC3339Nano))
+	fmt.Fprintf(logf, "--- systemdtest: starting %s --user at %s ---\n", managerBinary, time.Now().UTC().Format(time.RFC3339Nano))
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Dir = m.Home
 	cmd.Env = append(m.Env(),
 		"LANG=C.UTF-8",
 		"CRYO_CGROUPS="+strings.Join(m.cgroups, ":"),
 		"CRYO_CONSOLE="+m.console,
+		"CRYO_MANAGER="+managerBinary,
 	)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -263,12 +272,12 @@ func (m *Manager) start(t testing.TB, fail func(format string, args ...any)) {
 		case <-m.done:
 			out := m.Journal(t)
 			m.PID = 0
-			fail("systemdtest: the user manager exited before it came up (%v); its output:\n%s", m.waitErr, out)
+			t.Fatalf("systemdtest: the user manager exited before it came up (%v); its output:\n%s", m.waitErr, out)
 		case <-time.After(pollEvery):
 		}
 		if time.Now().After(deadline) {
 			m.kill(t)
-			fail("systemdtest: the user manager did not create %s within %s; its output:\n%s", private, startTimeout, m.Journal(t))
+			t.Fatalf("systemdtest: the user manager did not create %s within %s; its output:\n%s", private, startTimeout, m.Journal(t))
 		}
 	}
 	// Wait for startup to finish, so that tests see a settled manager (timers.target started).
@@ -285,7 +294,7 @@ func (m *Manager) start(t testing.TB, fail func(format string, args ...any)) {
 			}
 			if time.Now().After(deadline) {
 				m.kill(t)
-				fail("systemdtest: the user manager did not finish starting within %s (state %q); its output:\n%s", startTimeout, state, m.Journal(t))
+				t.Fatalf("systemdtest: the user manager did not finish starting within %s (state %q); its output:\n%s", startTimeout, state, m.Journal(t))
 			}
 			time.Sleep(pollEvery)
 		}
@@ -361,7 +370,7 @@ func (m *Manager) Restart(t testing.TB) {
 			t.Fatal(err)
 		}
 	}
-	m.start(t, t.Fatalf)
+	m.start(t)
 }
 
 // Systemctl runs `systemctl --user ARGS...` against this manager and returns its combined
@@ -369,7 +378,7 @@ func (m *Manager) Restart(t testing.TB) {
 func (m *Manager) Systemctl(t testing.TB, args ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath("systemctl"); err != nil {
-		t.Skip("systemdtest: systemctl is not installed")
+		e2e.Skipf(t, "systemdtest: systemctl is not installed (Debian package systemd)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()
@@ -449,6 +458,66 @@ func (m *Manager) WaitFor(t testing.TB, timeout time.Duration, what string, cond
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("systemdtest: %s: not within %s; manager journal:\n%s", what, timeout, m.Journal(t))
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// busy says what of the units matching pattern is still at work in the manager: a queued job,
+// a service starting, running or stopping, a path unit that has triggered its service. "" is
+// idle.
+func (m *Manager) busy(ctx context.Context, pattern string) (string, error) {
+	var what []string
+	jobs, err := m.systemctl(ctx, "list-jobs", "--no-legend", "--plain", pattern)
+	if err != nil {
+		return "", fmt.Errorf("list-jobs: %v: %s", err, jobs)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(jobs)), "\n") {
+		if f := strings.Fields(l); len(f) >= 3 {
+			what = append(what, "job "+f[2]+" "+f[1])
+		}
+	}
+	units, err := m.systemctl(ctx, "list-units", "--all", "--no-legend", "--plain", "--type=service,path", pattern)
+	if err != nil {
+		return "", fmt.Errorf("list-units: %v: %s", err, units)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(units)), "\n") {
+		f := strings.Fields(l) // UNIT LOAD ACTIVE SUB DESCRIPTION
+		if len(f) < 4 {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(f[0], ".service") && f[2] != "inactive" && f[2] != "failed":
+			what = append(what, f[0]+" "+f[2]+"/"+f[3])
+		case strings.HasSuffix(f[0], ".path") && f[3] == "running":
+			what = append(what, f[0]+" triggered")
+		}
+	}
+	return strings.Join(what, ", "), nil
+}
+
+// WaitIdle waits until nothing of the units matching pattern (a systemctl pattern such as
+// "cryo-*") is at work: no job queued, no service activating, active or deactivating, no path
+// unit with its service triggered. It is the positive event to wait for before asserting that
+// something did not run: once the manager is idle, whatever it was going to start has started
+// and finished. It fails the test if the manager is not idle within timeout.
+func (m *Manager) WaitIdle(t testing.TB, timeout time.Duration, pattern string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		// Each question has its own bound: the deadline must not kill a systemctl in the middle
+		// and leave "killed" as the last word instead of what is still at work.
+		ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+		what, err := m.busy(ctx, pattern)
+		cancel()
+		if err == nil && what == "" {
+			return
+		}
+		if err != nil {
+			what = err.Error()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("systemdtest: %s still at work after %s: %s; manager journal:\n%s", pattern, timeout, what, m.Journal(t))
 		}
 		time.Sleep(pollEvery)
 	}

@@ -2,13 +2,18 @@ package systemdtest
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cryochamber/cryochamber/internal/e2e"
 )
 
 func TestManagerLifecycle(t *testing.T) {
@@ -79,4 +84,85 @@ func TestManagerLifecycle(t *testing.T) {
 			t.Errorf("cgroup %s left behind (%v)", cg, err)
 		}
 	}
+}
+
+// verdictTB records how Start ended a test, and ends the goroutine that called it as the
+// testing package would; everything else goes to the real test.
+type verdictTB struct {
+	*testing.T
+	mu              sync.Mutex
+	skipped, failed bool
+	msg             string
+}
+
+func (v *verdictTB) end(skip bool, msg string) {
+	v.mu.Lock()
+	v.skipped, v.failed, v.msg = skip, !skip, msg
+	v.mu.Unlock()
+	runtime.Goexit()
+}
+
+func (v *verdictTB) Skip(args ...any)                  { v.end(true, fmt.Sprint(args...)) }
+func (v *verdictTB) Skipf(format string, args ...any)  { v.end(true, fmt.Sprintf(format, args...)) }
+func (v *verdictTB) Fatal(args ...any)                 { v.end(false, fmt.Sprint(args...)) }
+func (v *verdictTB) Fatalf(format string, args ...any) { v.end(false, fmt.Sprintf(format, args...)) }
+
+// TestManagerThatDoesNotStartFails: on a machine that can run a user manager, one that exits
+// at once (here /bin/false stands in for systemd) fails the test; it is never a skip, which
+// would hide every end-to-end test behind a broken manager.
+func TestManagerThatDoesNotStartFails(t *testing.T) {
+	if reason := unsupported(); reason != "" {
+		e2e.Skipf(t, "systemdtest: %s", reason)
+	}
+	old := managerBinary
+	managerBinary = "/bin/false"
+	t.Cleanup(func() { managerBinary = old })
+	v := &verdictTB{T: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Start(v)
+	}()
+	<-done
+	if v.skipped || !v.failed {
+		t.Fatalf("Start with a manager that exits: skipped %v failed %v (%s); want a failure", v.skipped, v.failed, v.msg)
+	}
+	if !strings.Contains(v.msg, "the user manager exited before it came up") {
+		t.Errorf("failure message: %s", v.msg)
+	}
+}
+
+// TestWaitIdle: WaitIdle returns only once a started oneshot service has finished, and fails,
+// naming the unit, while one is still running.
+func TestWaitIdle(t *testing.T) {
+	m := Start(t)
+	done := filepath.Join(t.TempDir(), "done")
+	units := map[string]string{
+		"idletest-short.service": "[Service]\nType=oneshot\nExecStart=/bin/sh -c 'sleep 1; touch " + done + "'\n",
+		"idletest-long.service":  "[Service]\nType=oneshot\nTimeoutStartSec=infinity\nExecStart=/bin/sleep 300\n",
+	}
+	for name, text := range units {
+		if err := os.WriteFile(filepath.Join(m.UnitDir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Systemctl(t, "daemon-reload")
+	m.Systemctl(t, "start", "--no-block", "idletest-short.service")
+	m.WaitIdle(t, 20*time.Second, "idletest-*")
+	if _, err := os.Stat(done); err != nil {
+		t.Fatalf("WaitIdle returned before the service finished: %v", err)
+	}
+
+	m.Systemctl(t, "start", "--no-block", "idletest-long.service")
+	v := &verdictTB{T: t}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		m.WaitIdle(v, 2*time.Second, "idletest-*")
+	}()
+	<-finished
+	if !v.failed || !strings.Contains(v.msg, "idletest-long.service") {
+		t.Fatalf("WaitIdle with a running service: failed %v (%s); want a failure naming it", v.failed, v.msg)
+	}
+	m.Systemctl(t, "stop", "idletest-long.service")
 }

@@ -243,9 +243,7 @@ func TestWakeRacesCancel(t *testing.T) {
 	// knownDefects are the points where cancel does not win today. Such a case checks that very
 	// outcome (so it cannot pass silently) and fails once the defect is fixed, to be made an
 	// ordinary case.
-	knownDefects := map[string]string{
-		"state-temp:6": "a cancel after the wake's last check: the wake reports hibernating and leaves the state armed, while cancel has removed every timer",
-	}
+	knownDefects := map[string]string{}
 	for _, c := range cases {
 		t.Run(strings.ReplaceAll(c.point, ":", "#"), func(t *testing.T) {
 			dir, env := newChamber(t, m, "race", raceAgent, "watch_inbox = false\n")

@@ -80,7 +80,7 @@ func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outco
 		r.alert(ctx, n, "failure", fmt.Sprintf("session %d reported failure (EXIT 2): %s", n, m.Exit.Summary),
 			fmt.Sprintf("read `cryochamber log --dir %s --session %d`; the chamber goes on as the agent asked", r.dir, n), m)
 	}
-	return r.save()
+	return r.saveLast(ctx, n, o)
 }
 
 // arm arms the wake timer for t and the dead-man timer after it, recording steps 4 to 6. The
@@ -239,7 +239,7 @@ func (r *runner) complete(ctx context.Context, n int, m *marker.Result, o outcom
 	if m.Exit != nil && m.Exit.Code == 2 {
 		r.alert(ctx, n, "failure", fmt.Sprintf("session %d ended the plan with a failure (EXIT 2): %s", n, summary), r.resumeHint(), m)
 	}
-	return r.save()
+	return r.saveLast(ctx, n, o)
 }
 
 // refuse is a validation refusal: nothing stays armed, the alerts go out, exit 1.
@@ -347,7 +347,7 @@ func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) 
 		r.writeNotice(n, o.end, string(o.reason), why+fmt.Sprintf("\nRetry %d of %d at %s. No one was alerted yet: alerts go out when the fast retries are used up.\n",
 			r.st.Retries, max, t.Format(time.RFC3339)))
 	}
-	if err := r.save(); err != nil {
+	if err := r.saveLast(ctx, n, o); err != nil || r.st.Phase == PhaseCancelled {
 		return err
 	}
 	msg := fmt.Sprintf("session %d failed (%s); retry %d of %d armed at %s", n, o.reason, r.st.Retries, max, t.Format(time.RFC3339))
@@ -355,6 +355,20 @@ func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) 
 		msg = fmt.Sprintf("session %d failed (%s); the fast retries are used up: retrying every %s, next at %s", n, o.reason, fmtDur(r.cfg.SlowRetry.D), t.Format(time.RFC3339))
 	}
 	return &Error{Msg: msg, Hint: "see `cryochamber log --session " + fmt.Sprint(n) + "`"}
+}
+
+// saveLast is the last save of a session's end. A cancel that landed after the checks above
+// (between arming and here) wins now: the session ends cancelled, not armed, so that once
+// cancel has returned no session ends by arming a timer. (A cancel in the instants after this
+// check is healed by the next command that holds the lock, see open.)
+func (r *runner) saveLast(ctx context.Context, n int, o outcome) error {
+	if err := r.save(); err != nil {
+		return err
+	}
+	if r.cancelRequested() && r.st.Phase != PhaseCancelled {
+		return r.honourCancel(ctx, n, o)
+	}
+	return nil
 }
 
 // retryAt is when the k-th consecutive failure (1-based) is retried: +5m, +15m, +60m (then the

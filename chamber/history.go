@@ -50,9 +50,10 @@ func (s store) historyFile(year int) string {
 // recordHistory appends session n to the index (best effort: the index is a convenience, the
 // log is the record).
 func (r *runner) recordHistory(n int, o outcome, m *marker.Result, stop string) {
-	if r.readOnly {
-		return
+	if r.readOnly || r.recorded {
+		return // a session has one row, even when a cancel ends it after it was recorded
 	}
+	r.recorded = true
 	// The session has ended: a later one may be reported overdue again.
 	r.store.clearFlag(fmt.Sprintf("overdue-%d", n))
 	due := o.start

@@ -41,6 +41,7 @@ type runner struct {
 	why         Why            // what woke the session being finished (for its records)
 	dueAt       *time.Time     // when the session being finished was due
 	answered    int            // messages the session being finished claimed and answered
+	recorded    bool           // the session being finished has its history row
 }
 
 // openOptions say how a command holds a chamber.
@@ -110,6 +111,14 @@ func open(ctx context.Context, env *Env, dirArg string, o openOptions) (r *runne
 				h.PID, h.Session, h.Command, h.Since.Format(time.RFC3339))
 		}
 		r.removeStale()
+		if r.cancelRequested() && (r.st.Phase == PhaseArmed || r.st.Phase == PhasePaused) {
+			// A cancel that landed in the last instants of a session's end, after its final
+			// check: the timers are gone (cancel removed them); the state says so now.
+			r.st.Phase, r.st.Wake, r.st.Timers = PhaseCancelled, nil, Timers{Alert: r.st.Timers.Alert}
+			if err := r.save(); err != nil {
+				r.warnf("%v", err)
+			}
+		}
 		r.redeliver(ctx)
 	}
 	return r, false, nil

@@ -106,6 +106,9 @@ func Status(ctx context.Context, env *Env, opts StatusOptions) (*StatusInfo, err
 		Fallbacks: []string{}, Todos: []Todo{}, Tail: []string{}, Warnings: []string{}, Timers: []TimerInfo{}, Upcoming: []Upcoming{},
 	}
 	s.State = stateWord(st)
+	if r.cancelRequested() && st.Phase != PhaseRunning {
+		s.State = "cancelled"
+	}
 	if st.RetryingSince != nil {
 		s.SlowRetry = fmtDur(r.cfg.SlowRetry.D)
 	}

@@ -164,15 +164,78 @@ func needsStatus(r chamber.PsRow) bool {
 	return filepath.IsAbs(r.Dir) && !(r.State == "orphaned" && r.Phase == "")
 }
 
-// overview gathers the statuses of the chambers listed last while `ps` lists them again, so
-// that the two share their questions to the timer manager (the view remembers each answer)
-// instead of asking them one after the other; chambers new to the list are asked after.
+// statusTTL is how long the overview reuses a chamber's status while ps shows the chamber
+// unchanged (same state, session, next wake, last result, timers). A status costs a few file
+// reads and two questions to the timer manager; the page reloads at every session's start and
+// end, and a hundred chambers would be asked again each time for the one that changed. What
+// only status shows (undelivered alerts, TODOs, warnings) is at most this old; a chamber's
+// own page is always fresh.
+const statusTTL = 30 * time.Second
+
+type cachedStatus struct {
+	row string // the ps row it went with
+	st  statusOf
+	at  time.Time
+}
+
+// rowKey is what ps says about a chamber: when it changes, its status is asked again.
+func rowKey(r chamber.PsRow) string {
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+// cached returns the status remembered for a row of ps, if it is still good.
+func (s *Server) cached(r chamber.PsRow, now time.Time) (statusOf, bool) {
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
+	c, ok := s.statuses[r.Dir]
+	if !ok || c.row != rowKey(r) || now.Sub(c.at) >= s.statusTTL || c.st.err != nil {
+		return statusOf{}, false
+	}
+	return c.st, true
+}
+
+func (s *Server) keep(rows []chamber.PsRow, sts map[string]statusOf, at time.Time) {
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
+	for _, r := range rows {
+		if st, ok := sts[r.Dir]; ok {
+			s.statuses[r.Dir] = cachedStatus{row: rowKey(r), st: st, at: at}
+		}
+	}
+}
+
+// forget drops the remembered status of a chamber that a request just changed.
+func (s *Server) forget(dir string) {
+	s.statusMu.Lock()
+	delete(s.statuses, dir)
+	s.statusMu.Unlock()
+}
+
+// staleDirs are the chambers ps listed last whose remembered status is too old or missing.
+func (s *Server) staleDirs(now time.Time) []string {
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
+	var dirs []string
+	for _, d := range s.knownDirs() {
+		if c, ok := s.statuses[d]; !ok || now.Sub(c.at) >= s.statusTTL {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+// overview lists the chambers with ps and shows each with its status. The statuses that are
+// not remembered (all of them, the first time) are gathered while ps lists the chambers again,
+// so that the two share their questions to the timer manager (the view remembers each answer)
+// instead of asking them one after the other; a chamber that ps shows changed is asked after.
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	now := s.now()
 	v := s.src.open()
 	defer v.close()
 	early := make(chan map[string]statusOf, 1)
-	go func() { early <- gather(ctx, v, s.knownDirs()) }()
+	go func() { early <- gather(ctx, v, s.staleDirs(now)) }()
 	rows, err := v.ps(ctx)
 	sts := <-early
 	if err != nil {
@@ -182,13 +245,23 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 	s.remember(rows)
 	var late []string
 	for _, row := range rows {
-		if _, ok := sts[row.Dir]; !ok && needsStatus(row) {
-			late = append(late, row.Dir)
+		if !needsStatus(row) {
+			continue
 		}
+		if _, ok := sts[row.Dir]; ok {
+			continue
+		}
+		if st, ok := s.cached(row, now); ok {
+			sts[row.Dir] = st
+			continue
+		}
+		late = append(late, row.Dir)
 	}
-	for dir, st := range gather(ctx, v, late) {
+	fresh := gather(ctx, v, late)
+	for dir, st := range fresh {
 		sts[dir] = st
 	}
+	s.keep(rows, sts, now)
 	data := overviewData{}
 	for _, row := range rows {
 		st := statusOf{}
@@ -532,6 +605,7 @@ func (s *Server) apiPause(w http.ResponseWriter, r *http.Request) {
 	}
 	defer v.close()
 	out, err := s.src.pause(r.Context(), dir, req.Until)
+	s.forget(dir)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -550,6 +624,7 @@ func (s *Server) apiResume(w http.ResponseWriter, r *http.Request) {
 	}
 	defer v.close()
 	out, err := s.src.resume(r.Context(), dir)
+	s.forget(dir)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -575,6 +650,7 @@ func (s *Server) apiSend(w http.ResponseWriter, r *http.Request) {
 	}
 	defer v.close()
 	out, err := s.src.send(r.Context(), dir, req)
+	s.forget(dir)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -593,6 +669,7 @@ func (s *Server) apiCancel(w http.ResponseWriter, r *http.Request) {
 	}
 	defer v.close()
 	out, err := s.src.cancel(r.Context(), dir)
+	s.forget(dir)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -625,6 +702,7 @@ func (s *Server) apiWake(w http.ResponseWriter, r *http.Request) {
 	if req.At != "" {
 		defer v.close()
 		out, err := s.src.wakeAt(r.Context(), dir, req.At)
+		s.forget(dir)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -647,6 +725,7 @@ func (s *Server) apiWake(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer s.wakes.Done()
 		err := s.src.wakeNow(context.WithoutCancel(r.Context()), dir, out)
+		s.forget(dir)
 		s.wakeMu.Lock()
 		delete(s.waking, dir)
 		s.wakeMu.Unlock()

@@ -358,6 +358,20 @@ func TestDashboard(t *testing.T) {
 		if !strings.Contains(body, "1 message(s) waiting in the inbox") {
 			t.Error("the page does not show the waiting message")
 		}
+		// The overview forgets the status of a chamber changed through it.
+		_, body = f.get("/")
+		if !strings.Contains(body, "1 message(s) waiting") {
+			t.Error("the overview does not show the waiting message")
+		}
+		// A change made elsewhere that ps shows (a pause from the CLI) is seen at once.
+		f.cryo(0, "pause", "--dir", f.dirs["alpha"])
+		if _, body = f.get("/"); !strings.Contains(body, `data-id="`+alpha+`" data-state="paused"`) {
+			t.Error("the overview does not show a pause made from the CLI")
+		}
+		f.cryo(0, "resume", "--dir", f.dirs["alpha"])
+		if _, body = f.get("/"); !strings.Contains(body, `data-id="`+alpha+`" data-state="armed"`) {
+			t.Error("the overview does not show a resume made from the CLI")
+		}
 	})
 
 	t.Run("bad requests change nothing", func(t *testing.T) {

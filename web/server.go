@@ -47,6 +47,10 @@ type Server struct {
 
 	idMu sync.Mutex
 	dirs map[string]string // chamber ID → directory, as `ps` last listed them
+
+	statusMu  sync.Mutex
+	statuses  map[string]cachedStatus // directory → the status the overview showed last
+	statusTTL time.Duration
 }
 
 // New builds a server. It reads nothing until a request comes.
@@ -65,7 +69,8 @@ func New(o Options) (*Server, error) {
 		o.Log = io.Discard
 	}
 	s := &Server{src: o.Source, token: o.Token, now: o.Now, log: o.Log, pages: pages,
-		closing: make(chan struct{}), waking: map[string]bool{}, dirs: map[string]string{}}
+		closing: make(chan struct{}), waking: map[string]bool{}, dirs: map[string]string{},
+		statuses: map[string]cachedStatus{}, statusTTL: statusTTL}
 	s.last.Store(o.Now().UnixNano())
 	return s, nil
 }

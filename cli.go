@@ -150,7 +150,7 @@ Then: status, log, send "a message", pause/resume, history, ps.
 			initCommand(env), startCommand(env), wakeCommand(env), statusCommand(env), logCommand(env),
 			historyCommand(env), sendCommand(env), receiveCommand(env), pauseCommand(env), resumeCommand(env),
 			cancelCommand(env), reloadCommand(env), validateCommand(env), psCommand(env), fallbackCommand(env),
-			syncCommand(env), completionCommand(env), manCommand(env),
+			syncCommand(env), completionCommand(env), manCommand(env), webCommand(env),
 		},
 	}
 	for _, c := range app.Commands {

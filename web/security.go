@@ -1,0 +1,162 @@
+package web
+
+import (
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// The security rules, in the order secure applies them. The pages show text an agent wrote
+// (and an agent reads untrusted text), and the API wakes and cancels chambers, so:
+//
+//   - every response forbids what the pages never need: inline script and style, any other
+//     origin, framing, sniffing, caching, a Referer;
+//   - a request over TCP must name this server as its Host (a loopback name and our port), so a
+//     web page that rebinds its own host name to 127.0.0.1 gets nothing;
+//   - every request carries the token: the cookie that the login URL (?token=) sets, or the
+//     X-Cryo-Token (or Authorization: Bearer) header;
+//   - a POST, the only method that changes anything, must carry the token in a header, which
+//     another site's page cannot add without our permission (CORS preflight, never granted),
+//     must come from our own origin when the browser says where it comes from, and must be
+//     JSON.
+
+// CookieName is the cookie that carries the token in a browser.
+const CookieName = "cryochamber_token"
+
+// TokenHeader is the header that carries the token in a script or a POST.
+const TokenHeader = "X-Cryo-Token"
+
+// contentSecurityPolicy allows the page's own script, style and requests and nothing else: no
+// inline script or style (so no markup an agent could smuggle in would run), no images or
+// frames from anywhere, no forms posting elsewhere.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+func (s *Server) secure(h http.Handler) http.Handler {
+	h = s.track(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", contentSecurityPolicy)
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("Cross-Origin-Opener-Policy", "same-origin")
+		hd.Set("Cross-Origin-Resource-Policy", "same-origin")
+		hd.Set("Cache-Control", "no-store")
+
+		if !s.hostAllowed(r) {
+			s.deny(w, r, http.StatusMisdirectedRequest, "this server answers only to its own address (a loopback name and its port)", "open the URL that `cryochamber web` printed")
+			return
+		}
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodPost:
+		default:
+			w.Header().Set("Allow", "GET, HEAD, POST")
+			s.deny(w, r, http.StatusMethodNotAllowed, "method not allowed", "")
+			return
+		}
+		if q := r.URL.Query(); q.Has("token") && r.Method != http.MethodPost {
+			s.login(w, r, q.Get("token"))
+			return
+		}
+		header := headerToken(r)
+		cookie := ""
+		if c, err := r.Cookie(CookieName); err == nil {
+			cookie = c.Value
+		}
+		if !s.tokenOK(header) && !s.tokenOK(cookie) {
+			s.deny(w, r, http.StatusUnauthorized, "no valid token", "open the URL that `cryochamber web` printed (or `cryochamber web --url`), or send the token in the "+TokenHeader+" header")
+			return
+		}
+		if r.Method == http.MethodPost {
+			if why := s.postRefused(r, header); why != "" {
+				s.deny(w, r, http.StatusForbidden, why, "changes are made by the dashboard's own page, or by a client that sends the token in the "+TokenHeader+" header")
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// maxBody bounds a POST body: a message is at most 1 MiB, and JSON may escape every byte of it
+// as \u00XX (6 bytes).
+const maxBody = 7 << 20
+
+func headerToken(r *http.Request) string {
+	if t := r.Header.Get(TokenHeader); t != "" {
+		return t
+	}
+	if a, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return strings.TrimSpace(a)
+	}
+	return ""
+}
+
+func (s *Server) tokenOK(t string) bool {
+	return t != "" && subtle.ConstantTimeCompare([]byte(t), []byte(s.token)) == 1
+}
+
+// postRefused says why a POST that carries a valid token somewhere is still refused, or "".
+func (s *Server) postRefused(r *http.Request, header string) string {
+	if !s.tokenOK(header) {
+		return "a change needs the token in the " + TokenHeader + " header (a cookie alone could come from another site's form)"
+	}
+	if o := r.Header.Get("Origin"); o != "" && o != "null" {
+		u, err := url.Parse(o)
+		if err != nil || u.Host != r.Host {
+			return "the request comes from another origin (" + o + ")"
+		}
+	} else if o == "null" {
+		return "the request comes from an opaque origin"
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		return "the browser says the request comes from another site (" + site + ")"
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		return "the body must be JSON (Content-Type: application/json)"
+	}
+	return ""
+}
+
+// login turns the token of the URL that `web` printed into a cookie, and sends the browser on
+// to the same page without the token, so that it stays out of the history and the address bar.
+func (s *Server) login(w http.ResponseWriter, r *http.Request, tok string) {
+	if !s.tokenOK(tok) {
+		s.deny(w, r, http.StatusUnauthorized, "wrong token", "open the URL that `cryochamber web` printed (or `cryochamber web --url`)")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	u := *r.URL
+	q := u.Query()
+	q.Del("token")
+	u.RawQuery = q.Encode()
+	u.Scheme, u.Host = "", ""
+	http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+}
+
+// hostAllowed checks the Host header of a request that came over TCP: a loopback name or
+// address, and the port the request arrived on. A request over the Unix socket cannot come
+// from a web page, and names no meaningful host.
+func (s *Server) hostAllowed(r *http.Request) bool {
+	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if local != nil && local.Network() == "unix" {
+		return true
+	}
+	host, port, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		return false
+	}
+	switch strings.ToLower(host) {
+	case "localhost", "127.0.0.1", "::1":
+	default:
+		return false
+	}
+	if ta, ok := local.(*net.TCPAddr); ok {
+		_, lport, _ := net.SplitHostPort(ta.String())
+		return port == lport
+	}
+	return local == nil
+}

@@ -16,7 +16,6 @@ import (
 	"github.com/cryochamber/cryochamber/internal/confined"
 	"github.com/cryochamber/cryochamber/internal/termtext"
 	"github.com/cryochamber/cryochamber/message"
-	"github.com/cryochamber/cryochamber/timer"
 )
 
 // receivedFile (in the private state directory) lists the outbox messages `receive` has
@@ -104,11 +103,11 @@ func Send(ctx context.Context, env *Env, opts SendOptions) error {
 		return nil
 	}
 	// The request survives a wake that is already running: that wake looks for it last.
-	if err := r.store.setFlag(requestName, env.Now()); err != nil {
-		return &Error{Msg: "message saved, but the wake request could not be recorded", Err: err}
-	}
-	if err := r.withBackend(ctx, func(be timer.Backend) error { return be.RunNow(ctx, r.id) }); err != nil {
-		return &Error{Msg: "message saved, but the chamber cannot be woken", Err: err, Hint: "it will be read at the next wake; `cryochamber status` shows when"}
+	if err := r.requestWake(ctx); err != nil {
+		if e, ok := errorsAs[*Error](err); ok {
+			e.Msg = "message saved, but " + e.Msg
+		}
+		return err
 	}
 	fmt.Fprintf(env.Stdout, "woke the chamber: a session starts now\n")
 	return nil
@@ -123,6 +122,7 @@ type ReceiveOptions struct {
 
 // ReceivedMessage is one outbox message as `receive --json` prints it.
 type ReceivedMessage struct {
+	Box       string    `json:"box,omitempty"` // Conversation: inbox, archive or outbox
 	ID        string    `json:"id"`
 	From      string    `json:"from"`
 	Subject   string    `json:"subject,omitempty"`

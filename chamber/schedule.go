@@ -83,12 +83,20 @@ func Pause(ctx context.Context, env *Env, opts PauseOptions) error {
 	p := now.UTC().Truncate(time.Second)
 	r.st.Phase, r.st.Paused, r.st.PausedUntil = PhasePaused, &p, until
 	if until != nil {
-		// One timer ends the pause: the wake at that time resumes the chamber.
-		job := timer.Job{Kind: timer.Wake, At: *until, Argv: r.wakeArgv()}
-		if err := r.withBackend(ctx, func(be timer.Backend) error { return be.Arm(ctx, r.timerChamber(), job) }); err != nil {
+		// One timer ends the pause: the wake at that time resumes the chamber. It is armed at the
+		// instant the OS can fire (the next whole minute on launchd), like any wake.
+		var fire time.Time
+		err := r.withBackend(ctx, func(be timer.Backend) error {
+			var err error
+			if fire, err = timer.FireAt(be, *until, now); err != nil {
+				return err
+			}
+			return be.Arm(ctx, r.timerChamber(), timer.Job{Kind: timer.Wake, At: fire, Argv: r.wakeArgv()})
+		})
+		if err != nil {
 			return &Error{Msg: "cannot arm the timer that ends the pause", Err: err, Hint: "pause without --until, and resume by hand"}
 		}
-		u := until.UTC()
+		u := fire.UTC()
 		r.st.Timers.Wake = &u
 	}
 	if err := r.save(); err != nil {

@@ -312,7 +312,7 @@ func (s *Server) chamberPage(w http.ResponseWriter, r *http.Request) {
 		}
 	})
 	wg.Go(func() {
-		msgs, err := v.messages(ctx, dir)
+		msgs, err := v.conversation(ctx, dir)
 		if err != nil {
 			data.MessagesErr = errText(err)
 		}

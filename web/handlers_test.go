@@ -355,7 +355,8 @@ func TestDashboard(t *testing.T) {
 			t.Fatalf("after send: inbox %d, session %d", st.Inbox, st.Session)
 		}
 		_, body := f.get("/c/" + alpha)
-		if !strings.Contains(body, "1 message(s) waiting in the inbox") {
+		// The conversation shows what the operator sent, waiting in the inbox.
+		if !strings.Contains(body, `box-inbox`) || !strings.Contains(body, "ping-first") || !strings.Contains(body, ">waiting<") {
 			t.Error("the page does not show the waiting message")
 		}
 		// The overview forgets the status of a chamber changed through it.

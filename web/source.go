@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -190,10 +191,15 @@ func (v *view) location(ctx context.Context, dir string) *time.Location {
 	return chamber.ChamberLocation(ctx, v.with(io.Discard), dir)
 }
 
+// conversation is the chamber's messages both ways, oldest first (chamber.Conversation): what
+// the operator sent (inbox, archive) and what came back (outbox). It marks nothing read.
+func (v *view) conversation(ctx context.Context, dir string) ([]chamber.ReceivedMessage, error) {
+	return chamber.Conversation(ctx, v.with(io.Discard), dir, maxMessages)
+}
+
 // messages is `cryochamber receive --all --json`: every outbox message (the agent's replies,
-// cryochamber's replies on its behalf, alerts, notices). Like `receive`, it marks them read
-// (in the state directory). The messages the operator sent are not part of it: the chamber
-// API has no call for the inbox and its archive yet.
+// cryochamber's replies on its behalf, alerts, notices), as the API's messages route gives them.
+// Like `receive`, it marks them read (in the state directory).
 func (v *view) messages(ctx context.Context, dir string) ([]chamber.ReceivedMessage, error) {
 	var out bytes.Buffer
 	err := chamber.Receive(ctx, v.with(&out), chamber.ReceiveOptions{Dir: dir, All: true, JSON: true})
@@ -266,10 +272,15 @@ func (s *Source) cancel(ctx context.Context, dir string) (string, error) {
 	})
 }
 
-// wakeNow is `cryochamber wake --now --dir DIR`, run in this process: the session runs here,
-// until it ends (it outlives the request that asked for it).
+// wakeNow is `cryochamber wake --now --dir DIR` started by the OS timer manager (the chamber's
+// wake service, as `send --wake` does): the session runs there, not in this process, and this
+// returns at once.
 func (s *Source) wakeNow(ctx context.Context, dir string, out io.Writer) error {
 	e := s.env
 	e.Stdout, e.Stderr = out, out
-	return chamber.Wake(ctx, &e, chamber.WakeOptions{Dir: dir, Now: true})
+	if err := chamber.RequestWake(ctx, &e, dir); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "woke the chamber: a session starts now")
+	return nil
 }

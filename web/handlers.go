@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -322,6 +323,11 @@ func (s *Server) chamberPage(w http.ResponseWriter, r *http.Request) {
 		}
 	})
 	wg.Go(func() { data.Block = readBlock(ctx, v, dir, session, st.Session) })
+	wg.Go(func() {
+		if d, err := chamber.ReadDocuments(ctx, v.with(io.Discard), dir); err == nil {
+			data.Docs = d
+		}
+	})
 	wg.Wait()
 	s.render(w, r, "chamber", pageData{Title: filepath.Base(dir), Page: "chamber", ChamberID: chamberID(dir), Now: now, Data: data})
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
@@ -355,6 +357,24 @@ func TestDashboard(t *testing.T) {
 			t.Fatalf("after send: inbox %d, session %d", st.Inbox, st.Session)
 		}
 		_, body := f.get("/c/" + alpha)
+		// The plan is shown, read-only; NOTES.md too, and a NOTES.md that is a symlink to a
+		// file outside is named as such, never followed.
+		if !strings.Contains(body, "Answer the messages.") {
+			t.Error("the page does not show plan.md")
+		}
+		secret := filepath.Join(t.TempDir(), "secret")
+		writeFile(t, secret, "TOP SECRET\n", 0o600)
+		notes := filepath.Join(f.dirs["alpha"], "NOTES.md")
+		if err := os.Remove(notes); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(secret, notes); err != nil {
+			t.Fatal(err)
+		}
+		_, body = f.get("/c/" + alpha)
+		if strings.Contains(body, "TOP SECRET") || !strings.Contains(body, "NOTES.md cannot be shown") {
+			t.Error("the page followed a NOTES.md symlink, or did not say why it shows nothing")
+		}
 		// The conversation shows what the operator sent, waiting in the inbox.
 		if !strings.Contains(body, `box-inbox`) || !strings.Contains(body, "ping-first") || !strings.Contains(body, ">waiting<") {
 			t.Error("the page does not show the waiting message")

@@ -212,6 +212,7 @@ type chamberData struct {
 	Earlier     int                       // older messages not shown
 	MessagesErr string
 	Block       blockData
+	Docs        *chamber.Documents // plan.md and NOTES.md, read-only
 }
 
 // maxMessages bounds the conversation on the page: a chamber of five years holds hundreds.

@@ -297,7 +297,9 @@ func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) 
 	r.st.Retries++
 	max := *r.cfg.MaxRetries
 	r.st.Last = r.outcomeRecord(n, o, o.detail)
-	r.recordFallbacksOnly(m)
+	// A session that failed did not answer: the FALLBACK targets of the latest session that
+	// did stay (they are what the agent asked for if a later wake fails, as this one did). Its
+	// own FALLBACK markers, if any, still reach this alert through m.
 	if err := r.finishClaims(n, nil, o); err != nil {
 		r.warnf("%v", err)
 	}

@@ -101,6 +101,9 @@ type PsRow struct {
 	Summary  string     `json:"last_summary,omitempty"`
 	Units    []string   `json:"timers"`
 	Problem  string     `json:"problem,omitempty"`
+	// While the fast retries are used up: since when, and how often (slow_retry).
+	RetryingSince *time.Time `json:"retrying_since,omitempty"`
+	SlowRetry     string     `json:"slow_retry,omitempty"`
 }
 
 // Ps lists every chamber of the user: those with timers installed in the OS and those in the
@@ -191,6 +194,9 @@ func (r *PsRow) classify(ctx context.Context, env *Env, be timer.Backend, hasUni
 		r.Summary = st.Last.Summary
 	}
 	r.State = stateWord(st)
+	if st.RetryingSince != nil {
+		r.RetryingSince, r.SlowRetry = st.RetryingSince, fmtDur(slowRetryOf(env, r.ID))
+	}
 	switch st.Phase {
 	case PhaseRunning:
 		if h := st.Holder; h != nil && pidAlive(h.PID) {
@@ -222,6 +228,19 @@ func (r *PsRow) classify(ctx context.Context, env *Env, be timer.Backend, hasUni
 		r.State = "orphaned"
 		r.Problem = fmt.Sprintf("the chamber is %s but timers are still installed", st.Phase)
 	}
+}
+
+// slowRetryOf is the slow_retry of the chamber's accepted configuration (the default when it
+// cannot be read).
+func slowRetryOf(env *Env, id string) time.Duration {
+	if s, err := storeFor(env, id); err == nil {
+		if raw, err := s.read(acceptedConfig, maxConfigSize); err == nil {
+			if c, err := ParseConfig(ConfigFile, raw, env.Local); err == nil {
+				return c.SlowRetry.D
+			}
+		}
+	}
+	return DefaultSlowRetry
 }
 
 // loadStateAt reads the state of the chamber at the canonical path dir.
@@ -259,8 +278,11 @@ func WritePs(w io.Writer, rows []PsRow, asJSON bool, now time.Time) error {
 			last = fmt.Sprintf("EXIT %d", *r.LastExit)
 		}
 		state := r.State
-		if r.Since != nil {
+		switch {
+		case r.Since != nil:
 			state = fmt.Sprintf("running (session %d, %s)", r.Session, strings.TrimSuffix(Relative(*r.Since, now), " ago"))
+		case r.RetryingSince != nil && r.State == "retrying":
+			state = fmt.Sprintf("retrying every %s since %s", r.SlowRetry, When(*r.RetryingSince, time.UTC, now))
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", state, r.Session, next, last, termtext.Line(r.Dir))
 	}

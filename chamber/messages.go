@@ -96,6 +96,10 @@ func Send(ctx context.Context, env *Env, opts SendOptions) error {
 	if !opts.Wake {
 		switch {
 		case *cfg.WatchInbox && st.Timers.Watch:
+			// The watcher's event is lost when it comes while the user manager reloads (any
+			// chamber arming reloads it): start the wake service as well. Both starts merge into
+			// one; a failure here leaves the watcher to do it.
+			_ = r.withBackend(ctx, func(be timer.Backend) error { return be.RunNow(ctx, r.id) })
 			fmt.Fprintf(env.Stdout, "the chamber watches its inbox: a session starts within seconds\n")
 		case st.Wake != nil:
 			fmt.Fprintf(env.Stdout, "it will be read at the next wake, %s; --wake to wake it now\n", When(*st.Wake, cfg.Location, env.Now()))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -96,6 +97,7 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 	r.closeBackend()
 
 	r.checkLog(start)
+	r.checkPrivateDir(start)
 	meta := []string{"task: " + oneLine(cmd.Task), "command: " + oneLine(cmd.Line), "due: " + due.UTC().Format(time.RFC3339) + " (" + string(why) + ")"}
 	block, err := sessionlog.Begin(r.logPath(), n, start, meta)
 	if err == nil {
@@ -269,6 +271,41 @@ func (r *runner) writePrompt(prompt string) error {
 		return err
 	}
 	return r.fs.WriteFile(filepath.Join(PrivateDir, PromptName), []byte(prompt), 0o600, nil)
+}
+
+// checkPrivateDir moves aside whatever took the name of the chamber's .cryo directory (a plain
+// file, a symlink), as checkLog does for a damaged log: otherwise every session would fail
+// writing its prompt file there until a person looked.
+func (r *runner) checkPrivateDir(now time.Time) {
+	if r.fs == nil {
+		return
+	}
+	fi, err := r.fs.Lstat(PrivateDir)
+	if err != nil || fi.IsDir() {
+		return
+	}
+	aside := fmt.Sprintf("%s.moved-aside-%s", PrivateDir, now.UTC().Format("20060102T150405Z"))
+	if err := r.fs.Rename(PrivateDir, aside); err != nil {
+		r.warnf("%s is not a directory and cannot be moved aside: %v", PrivateDir, err)
+		return
+	}
+	w := fmt.Sprintf("%s was not a directory (%s); it was moved aside to %s", PrivateDir, fileKind(fi), aside)
+	r.warnf("%s", w)
+	r.warnings = append(r.warnings, w)
+}
+
+// fileKind names what a directory entry is, for messages.
+func fileKind(fi os.FileInfo) string {
+	switch t := fi.Mode().Type(); {
+	case t == 0:
+		return "a plain file"
+	case t&os.ModeSymlink != 0:
+		return "a symlink"
+	case t&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	default:
+		return "a " + t.String() + " file"
+	}
 }
 
 // classify decides how a run ended: answered (valid EXIT), or failed and why.

@@ -112,9 +112,14 @@ type PsRow struct {
 func Ps(ctx context.Context, env *Env, opts PsOptions) ([]PsRow, error) {
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	be, err := env.OpenBackend(cctx, opts.Backend)
+	timedOut := cctx.Err() != nil && ctx.Err() == nil
 	cancel()
 	if err != nil {
-		return nil, &Error{Msg: "cannot reach the OS timer manager", Err: err, Hint: backendHint(opts.Backend)}
+		msg := "cannot reach the OS timer manager"
+		if timedOut {
+			msg = fmt.Sprintf("the OS timer manager did not answer within %s", connectTimeout)
+		}
+		return nil, &Error{Msg: msg, Err: err, Hint: backendHint(opts.Backend)}
 	}
 	defer be.Close()
 	qctx, qcancel := context.WithTimeout(ctx, busTimeout)

@@ -136,6 +136,11 @@ func dialManager(ctx context.Context, c busCandidate) (*systemdBackend, error) {
 	if err != nil {
 		stop()
 		cancel()
+		if ctx.Err() != nil {
+			// The deadline closed the connection under the handshake: say that, not what the
+			// closed connection returned ("use of closed network connection").
+			return nil, fmt.Errorf("did not answer: %w", ctx.Err())
+		}
 		return nil, err
 	}
 	// A session bus may be up without the manager on it: ask the manager itself.

@@ -56,13 +56,27 @@ step wake-ro "$BIN" wake --dir "$MNT" --now
 snapshot ro
 step validate-ro "$BIN" validate --dir "$MNT"
 umount "$MNT/cryo.log"
+
+# 5. The dead-man on a full disk: a wake dies in the middle of its session (SIGKILL), the disk
+#    fills up, and the dead-man's alert still reaches the webhook.
+step crash env CRYOCHAMBER_CRASH_AT=header "$BIN" wake --dir "$MNT" --now
+dd if=/dev/zero of="$MNT/filler" bs=64k >/dev/null 2>&1
+step fallback-full "$BIN" fallback --dir "$MNT"
+rm -f "$MNT/filler"
+step recover "$BIN" wake --dir "$MNT"
+
+# 6. messages/ unwritable (the outbox bound read-only): the same, and the alert still arrives.
+step crash2 env CRYOCHAMBER_CRASH_AT=header "$BIN" wake --dir "$MNT" --now
+mount --bind "$MNT/messages/outbox" "$MNT/messages/outbox" && mount -o remount,bind,ro "$MNT/messages/outbox" || exit 93
+step fallback-ro "$BIN" fallback --dir "$MNT"
+umount "$MNT/messages/outbox"
 step cancel "$BIN" cancel --dir "$MNT"
 exit 0
 `
 
-// TestDiskTrouble: a full disk and a read-only log never stop a plan in silence (issue 12): the
-// state and the log stay as they were, and the alert arrives, because delivery needs nothing
-// from the disk.
+// TestDiskTrouble: a full disk, a read-only log and a read-only outbox never stop a plan in
+// silence (issue 12, item 1): the state and the log stay as they were, and the alert arrives,
+// the dead-man's too, because delivery needs nothing from the disk.
 func TestDiskTrouble(t *testing.T) {
 	m := systemdtest.Start(t)
 	e2e.LookPath(t, "unshare", "util-linux")
@@ -165,6 +179,23 @@ case "$*" in *"Messages claimed"*) echo '[CRYO:REPLY "got it"]';; esac
 		t.Errorf("want a reply and an alert in the outbox, got %d new files:\n%s", n, read("ro.outbox"))
 	}
 	expect("validate-ro", "1", "step 7 log writable", "read-only file system")
+	// 5 and 6. The dead-man alerts a session whose process died, on a full disk and with the
+	//    outbox read-only: one "crashed" alert each.
+	expect("crash", "137")
+	expect("fallback-full", "1", "alert (crashed): webhook http://127.0.0.1")
+	expect("crash2", "137")
+	expect("fallback-ro", "1", "alert (crashed): webhook http://127.0.0.1", "cannot copy the alert to messages/outbox")
+	mu.Lock()
+	crashed := 0
+	for _, h := range hooks {
+		if strings.Contains(h, `"reason":"crashed"`) {
+			crashed++
+		}
+	}
+	mu.Unlock()
+	if crashed != 2 {
+		t.Errorf("%d crashed alerts reached the webhook, want 2 (full disk, read-only outbox)", crashed)
+	}
 	expect("cancel", "0")
 	if units, _ := filepath.Glob(filepath.Join(m.UnitDir, "cryo-*")); len(units) != 0 {
 		t.Errorf("units left: %v", units)

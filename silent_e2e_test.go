@@ -846,9 +846,11 @@ func TestSilent09FailuresNeverEndPlan(t *testing.T) {
 		s := c.status()
 		return s.Session == 2 && s.Phase == "armed"
 	})
-	if s := c.status(); s.Retrying == nil || s.NextWake == nil || !s.NextWake.After(time.Now()) {
+	s = c.status()
+	if s.Retrying == nil || s.NextWake == nil || !s.NextWake.After(time.Now()) {
 		t.Fatalf("after session 2 failed: %+v; want still retrying", s)
 	}
+	since := *s.Retrying
 	if n := len(hook.alerts()); n != 1 {
 		t.Errorf("%d alerts after the second failure, want still 1: %s", n, hook)
 	}
@@ -871,8 +873,8 @@ func TestSilent09FailuresNeverEndPlan(t *testing.T) {
 	if s.Retrying != nil || s.Last == nil || s.Last.Exit != 0 {
 		t.Errorf("after session 3 succeeded: %+v", s)
 	}
-	if got := hook.withReason("recovered"); len(got) != 1 {
-		t.Errorf("recovered notices: %d, want 1: %s", len(got), hook)
+	if got := hook.withReason("recovered"); len(got) != 1 || !strings.Contains(fmt.Sprint(got[0]["message"]), "began "+since.UTC().Format(time.RFC3339)) {
+		t.Errorf("recovered notices: %d, want 1 that says when the failures began (%s): %s", len(got), since.UTC().Format(time.RFC3339), hook)
 	}
 	if n := len(hook.alerts()); n != 2 {
 		t.Errorf("%d requests to the webhook in all, want 2 (one alert, one recovered notice): %s", n, hook)

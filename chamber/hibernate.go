@@ -44,7 +44,7 @@ func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outco
 	if r.cancelRequested() {
 		return r.honourCancel(ctx, n, o)
 	}
-	recovered := r.st.RetryingSince != nil
+	failingSince := r.st.RetryingSince // set: this session ends a run of failures
 	r.st.Phase = PhaseArmed
 	r.st.Wake = v.next
 	r.st.PlanWake = v.planWake
@@ -72,9 +72,9 @@ func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outco
 	}
 	rep.WriteVerdict(r.out)
 	r.printf("hibernating: session %d at %s (%s)", n+1, v.next.In(r.cfg.Location).Format(time.RFC3339), Relative(*v.next, now))
-	if recovered {
+	if failingSince != nil {
 		r.notify(ctx, n, "recovered", fmt.Sprintf("session %d succeeded after the failures that began %s: the chamber is back on its plan (next wake %s).",
-			n, o.start.Format(time.RFC3339), v.next.Format(time.RFC3339)))
+			n, failingSince.UTC().Format(time.RFC3339), v.next.Format(time.RFC3339)))
 	}
 	if m.Exit != nil && m.Exit.Code == 2 {
 		r.alert(ctx, n, "failure", fmt.Sprintf("session %d reported failure (EXIT 2): %s", n, m.Exit.Summary),

@@ -1415,6 +1415,12 @@ func TestSilent13SilentBus(t *testing.T) {
 			t.Errorf("%s (exit %d) does not say what did not answer:\n%s", strings.Join(args, " "), code, out)
 		}
 	}
+	// send asks the manager to start the wake as well as writing the message: a silent bus
+	// does not hold it up, and the message is delivered.
+	code, out, timedOut := runWithin(t, c.bin, env, c.dir, 30*time.Second, "send", "--dir", c.dir, "hello")
+	if timedOut || code != 0 || !strings.Contains(out, "sent ") {
+		t.Errorf("send against a silent bus: exit %d, timed out %v:\n%s", code, timedOut, out)
+	}
 }
 
 // TestSilent19BusRedialled: the connection to the user manager is dialled again after the

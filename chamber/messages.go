@@ -98,8 +98,13 @@ func Send(ctx context.Context, env *Env, opts SendOptions) error {
 		case *cfg.WatchInbox && st.Timers.Watch:
 			// The watcher's event is lost when it comes while the user manager reloads (any
 			// chamber arming reloads it): start the wake service as well. Both starts merge into
-			// one; a failure here leaves the watcher to do it.
-			_ = r.withBackend(ctx, func(be timer.Backend) error { return be.RunNow(ctx, r.id) })
+			// one. One try, bounded: a failure leaves the watcher to do it, and a bus that does
+			// not answer must not hold up a message that is already delivered.
+			kctx, cancel := context.WithTimeout(ctx, busTimeout)
+			if be, err := r.backend(kctx); err == nil {
+				_ = be.RunNow(kctx, r.id)
+			}
+			cancel()
 			fmt.Fprintf(env.Stdout, "the chamber watches its inbox: a session starts within seconds\n")
 		case st.Wake != nil:
 			fmt.Fprintf(env.Stdout, "it will be read at the next wake, %s; --wake to wake it now\n", When(*st.Wake, cfg.Location, env.Now()))

@@ -1284,13 +1284,15 @@ func (p *busProxy) relay(client net.Conn, real string) {
 func TestSilent12TransientBusErrors(t *testing.T) {
 	m := systemdtest.Start(t)
 	hook := startHook(t, false)
-	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = true\n"+alertToml(hook, nil), okAgent, nil)
+	// Each session asks for another time (+2h, +3h, ...), so each arming changes the timers.
+	agent := strings.Replace(okAgent, "[CRYO:WAKE +1h]", "[CRYO:WAKE +${CRYO_SESSION}h]", 1)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = true\n"+alertToml(hook, nil), agent, nil)
 	c.start(0)
 	proxy := startBusProxy(t, m)
 	pathUnit := timer.ID(c.dir) + "-inbox.path"
 	for _, step := range []struct{ what, dropOn string }{
-		{"starting a timer", "RestartUnit"},
 		{"installing the inbox watcher", "inbox"}, // in the unit's name or its escaped object path
+		{"starting a timer", "RestartUnit"},
 		{"reloading the manager", "Reload"},
 	} {
 		before := c.status().Session

@@ -37,9 +37,9 @@ import (
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
 
-// hookServer is a webhook on 127.0.0.1 that records every request. When hold is set, each
+// alertHook is a webhook on 127.0.0.1 that records every request. When hold is set, each
 // request waits for release (a webhook that hangs) before it is answered.
-type hookServer struct {
+type alertHook struct {
 	URL string
 
 	mu      sync.Mutex
@@ -50,9 +50,9 @@ type hookServer struct {
 	srv     *httptest.Server
 }
 
-func startHook(t *testing.T, hold bool) *hookServer {
+func startAlertHook(t *testing.T, hold bool) *alertHook {
 	t.Helper()
-	h := &hookServer{arrived: make(chan struct{}, 1024), hold: hold, release: make(chan struct{})}
+	h := &alertHook{arrived: make(chan struct{}, 1024), hold: hold, release: make(chan struct{})}
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		h.mu.Lock()
@@ -80,7 +80,7 @@ func startHook(t *testing.T, hold bool) *hookServer {
 }
 
 // unhold answers every held request and every later one at once.
-func (h *hookServer) unhold() {
+func (h *alertHook) unhold() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.hold {
@@ -90,7 +90,7 @@ func (h *hookServer) unhold() {
 }
 
 // alerts decodes what the webhook received (one JSON object per request).
-func (h *hookServer) alerts() []map[string]any {
+func (h *alertHook) alerts() []map[string]any {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []map[string]any
@@ -104,7 +104,7 @@ func (h *hookServer) alerts() []map[string]any {
 }
 
 // withReason are the requests whose "reason" is reason.
-func (h *hookServer) withReason(reason string) []map[string]any {
+func (h *alertHook) withReason(reason string) []map[string]any {
 	var out []map[string]any
 	for _, a := range h.alerts() {
 		if a["reason"] == reason {
@@ -114,22 +114,10 @@ func (h *hookServer) withReason(reason string) []map[string]any {
 	return out
 }
 
-func (h *hookServer) String() string {
+func (h *alertHook) String() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return strings.Join(h.bodies, "\n")
-}
-
-// waitFor polls cond until it holds or timeout passes, then fails the test saying what.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // trial is one chamber under one private user manager.
@@ -280,7 +268,7 @@ func (c *trial) file(name string) string {
 
 // alertToml is the [[fallback]] part of a cryo.toml: a webhook (when hook is given) and an
 // email (when smtp is given), in that order.
-func alertToml(hook *hookServer, smtp *mailtest.SMTP) string {
+func alertToml(hook *alertHook, smtp *mailtest.SMTP) string {
 	var b strings.Builder
 	if hook != nil {
 		fmt.Fprintf(&b, "\n[[fallback]]\naction = \"webhook\"\ntarget = %q\n", hook.URL)
@@ -363,7 +351,7 @@ case "$last" in *"Messages claimed"*) echo '[CRYO:REPLY "read all of them, thank
 // cleared the claims before the replies were built, so the REPLY had no in-reply-to).
 func TestSilent08CompletingSessionAnswers(t *testing.T) {
 	m := systemdtest.Start(t)
-	hook := startHook(t, false)
+	hook := startAlertHook(t, false)
 	agent := `#!/bin/sh
 echo '[CRYO:REPLY "all done, closing the plan"]'
 echo "[CRYO:EXIT 0] the garden is finished"
@@ -412,7 +400,7 @@ echo "[CRYO:EXIT 0] the garden is finished"
 // 10: it completed the whole plan, silently).
 func TestSilent10EarlyWakeKeepsPlan(t *testing.T) {
 	m := systemdtest.Start(t)
-	hook := startHook(t, false)
+	hook := startAlertHook(t, false)
 	agent := `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt
 for last; do :; done
@@ -457,7 +445,7 @@ echo "[CRYO:EXIT 0] answered a question"
 // text or JSON; the same for a block without EXIT (item 11).
 func TestSilent11InvalidMarkersNeverComplete(t *testing.T) {
 	m := systemdtest.Start(t)
-	hook := startHook(t, false)
+	hook := startAlertHook(t, false)
 	agent := `#!/bin/sh
 echo "[CRYO:WAKE banana]"
 echo "[CRYO:EXIT 0] all good"
@@ -517,7 +505,7 @@ echo "[CRYO:WAKE +1h]"
 // hanging webhook used it all).
 func TestSilent16SlowWebhookDoesNotStarveEmail(t *testing.T) {
 	m := systemdtest.Start(t)
-	hook := startHook(t, true)
+	hook := startAlertHook(t, true)
 	smtp := mailtest.StartSMTP(t)
 	toml := "agent = \"./agent.sh\"\nwatch_inbox = false\nmax_retries = 0\n\n[webhook]\ntimeout = \"60s\"\nretries = 0\n" + alertToml(hook, smtp)
 	c := newTrial(t, m, toml, failingAgent, map[string]string{"broken": ""})
@@ -557,7 +545,7 @@ func TestSilent16SlowWebhookDoesNotStarveEmail(t *testing.T) {
 // came first, without a message, and the marker's was dropped as a duplicate).
 func TestSilent17AgentFallbackMessage(t *testing.T) {
 	m := systemdtest.Start(t)
-	hook := startHook(t, false)
+	hook := startAlertHook(t, false)
 	smtp := mailtest.StartSMTP(t)
 	agent := `#!/bin/sh
 if [ "$CRYO_SESSION" = 1 ]; then
@@ -592,7 +580,7 @@ exit 1
 // "Invalid API key"), names the host, and gives the exact command to resume (item 18).
 func TestSilent18AlertsSayWhy(t *testing.T) {
 	m := systemdtest.Start(t)
-	hook := startHook(t, false)
+	hook := startAlertHook(t, false)
 	smtp := mailtest.StartSMTP(t)
 	toml := "agent = \"./agent.sh\"\nwatch_inbox = false\nmax_retries = 0\n" + alertToml(hook, smtp)
 	c := newTrial(t, m, toml, failingAgent, map[string]string{"broken": ""})
@@ -680,7 +668,7 @@ func TestSilent05KilledEarlySession(t *testing.T) {
 	for _, how := range []string{"message", "send-wake", "wake-now"} {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel()
-			hook := startHook(t, false)
+			hook := startAlertHook(t, false)
 			watch := how == "message"
 			toml := fmt.Sprintf("agent = \"./agent.sh\"\nwatch_inbox = %v\nfallback_after = \"20s\"\n", watch) + alertToml(hook, nil)
 			c := newTrial(t, m, toml, hangAgent, nil)
@@ -772,7 +760,7 @@ func TestSilent05KilledEarlySession(t *testing.T) {
 func TestSilent06MessageDuringAlert(t *testing.T) {
 	t.Parallel()
 	m := systemdtest.Start(t)
-	hook := startHook(t, true)
+	hook := startAlertHook(t, true)
 	agent := `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt
 for last; do :; done
@@ -822,7 +810,7 @@ echo "[CRYO:WAKE +1h]"
 func TestSilent09FailuresNeverEndPlan(t *testing.T) {
 	t.Parallel()
 	m := systemdtest.Start(t)
-	hook := startHook(t, false)
+	hook := startAlertHook(t, false)
 	toml := "agent = \"./agent.sh\"\nwatch_inbox = false\nmax_retries = 0\nslow_retry = \"1m\"\n" + alertToml(hook, nil)
 	c := newTrial(t, m, toml, failingAgent, map[string]string{"broken": ""})
 	c.start(1)
@@ -923,7 +911,7 @@ func TestSilent14SMTPOutage(t *testing.T) {
 func TestSilent15BinaryRemoved(t *testing.T) {
 	t.Parallel()
 	m := systemdtest.Start(t)
-	hook := startHook(t, false)
+	hook := startAlertHook(t, false)
 	installed := filepath.Join(t.TempDir(), "opt", "cryochamber")
 	if err := os.MkdirAll(filepath.Dir(installed), 0o755); err != nil {
 		t.Fatal(err)
@@ -1023,7 +1011,7 @@ func TestSilent03ChamberMoved(t *testing.T) {
 	t.Parallel()
 	m := systemdtest.Start(t)
 	t.Run("moved", func(t *testing.T) {
-		hook := startHook(t, false)
+		hook := startAlertHook(t, false)
 		smtp := mailtest.StartSMTP(t)
 		c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n"+alertToml(hook, smtp), okAgent, nil)
 		c.start(0)
@@ -1076,7 +1064,7 @@ func TestSilent03ChamberMoved(t *testing.T) {
 		}
 	})
 	t.Run("not-mounted-yet", func(t *testing.T) {
-		hook := startHook(t, false)
+		hook := startAlertHook(t, false)
 		agent := `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt
 echo "[CRYO:EXIT 0] session $CRYO_SESSION"
@@ -1119,7 +1107,7 @@ func timerIDGlob(dir string) string {
 // failed writing its prompt file there).
 func TestSilent04DotCryoIsAFile(t *testing.T) {
 	m := systemdtest.Start(t)
-	hook := startHook(t, false)
+	hook := startAlertHook(t, false)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n"+alertToml(hook, nil), okAgent, nil)
 	c.start(0)
 	if err := os.RemoveAll(filepath.Join(c.dir, ".cryo")); err != nil {
@@ -1283,7 +1271,7 @@ func (p *busProxy) relay(client net.Conn, real string) {
 // in status and is installed again by the next session (item 12).
 func TestSilent12TransientBusErrors(t *testing.T) {
 	m := systemdtest.Start(t)
-	hook := startHook(t, false)
+	hook := startAlertHook(t, false)
 	// Each session asks for another time (+2h, +3h, ...), so each arming changes the timers.
 	agent := strings.Replace(okAgent, "[CRYO:WAKE +1h]", "[CRYO:WAKE +${CRYO_SESSION}h]", 1)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = true\n"+alertToml(hook, nil), agent, nil)
@@ -1504,7 +1492,7 @@ func fileExists(p string) bool {
 func TestSilent02StateStaysReadable(t *testing.T) {
 	t.Parallel()
 	m := systemdtest.Start(t)
-	hook := startHook(t, false)
+	hook := startAlertHook(t, false)
 	agent := `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt
 if [ "$CRYO_SESSION" = 1 ]; then

@@ -601,27 +601,32 @@ type PauseRequest struct {
 
 func (s *Server) apiPause(w http.ResponseWriter, r *http.Request) {
 	var req PauseRequest
-	if err := readJSON(r, &req); err != nil {
-		s.deny(w, r, http.StatusBadRequest, err.Error(), `pause {} or {"until": "2026-12-01 09:00"}`)
-		return
-	}
-	v, dir, ok := s.chamberFor(w, r)
-	if !ok {
-		return
-	}
-	defer v.close()
-	out, err := s.src.pause(r.Context(), dir, req.Until)
-	s.forget(dir)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, actionResult{OK: true, Output: out})
+	s.act(w, r, &req, `pause {} or {"until": "2026-12-01 09:00"}`, func(ctx context.Context, dir string) (string, error) {
+		return s.src.pause(ctx, dir, req.Until)
+	})
 }
 
 func (s *Server) apiResume(w http.ResponseWriter, r *http.Request) {
-	if err := readJSON(r, &struct{}{}); err != nil {
-		s.deny(w, r, http.StatusBadRequest, err.Error(), "resume takes {}")
+	s.act(w, r, &struct{}{}, "resume takes {}", s.src.resume)
+}
+
+func (s *Server) apiSend(w http.ResponseWriter, r *http.Request) {
+	var req SendRequest
+	s.act(w, r, &req, `send {"text": "...", "wake": true}`, func(ctx context.Context, dir string) (string, error) {
+		return s.src.send(ctx, dir, req)
+	})
+}
+
+func (s *Server) apiCancel(w http.ResponseWriter, r *http.Request) {
+	s.act(w, r, &struct{}{}, "cancel takes {}", s.src.cancel)
+}
+
+// act is every POST that changes a chamber the same way: decode the body (hint says what it
+// takes), find the chamber, run the change through the chamber API, forget the chamber's
+// cached status, and answer with what the CLI would have printed.
+func (s *Server) act(w http.ResponseWriter, r *http.Request, body any, hint string, change func(ctx context.Context, dir string) (string, error)) {
+	if err := readJSON(r, body); err != nil {
+		s.deny(w, r, http.StatusBadRequest, err.Error(), hint)
 		return
 	}
 	v, dir, ok := s.chamberFor(w, r)
@@ -629,7 +634,7 @@ func (s *Server) apiResume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer v.close()
-	out, err := s.src.resume(r.Context(), dir)
+	out, err := change(r.Context(), dir)
 	s.forget(dir)
 	if err != nil {
 		s.fail(w, r, err)
@@ -642,45 +647,6 @@ func (s *Server) apiResume(w http.ResponseWriter, r *http.Request) {
 type actionResult struct {
 	OK     bool   `json:"ok"`
 	Output string `json:"output"`
-}
-
-func (s *Server) apiSend(w http.ResponseWriter, r *http.Request) {
-	var req SendRequest
-	if err := readJSON(r, &req); err != nil {
-		s.deny(w, r, http.StatusBadRequest, err.Error(), `send {"text": "...", "wake": true}`)
-		return
-	}
-	v, dir, ok := s.chamberFor(w, r)
-	if !ok {
-		return
-	}
-	defer v.close()
-	out, err := s.src.send(r.Context(), dir, req)
-	s.forget(dir)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, actionResult{OK: true, Output: out})
-}
-
-func (s *Server) apiCancel(w http.ResponseWriter, r *http.Request) {
-	if err := readJSON(r, &struct{}{}); err != nil {
-		s.deny(w, r, http.StatusBadRequest, err.Error(), "cancel takes {}")
-		return
-	}
-	v, dir, ok := s.chamberFor(w, r)
-	if !ok {
-		return
-	}
-	defer v.close()
-	out, err := s.src.cancel(r.Context(), dir)
-	s.forget(dir)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, actionResult{OK: true, Output: out})
 }
 
 // wakeAnswerWait is how long POST .../wake waits for `wake --now` before answering that the

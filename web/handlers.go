@@ -150,7 +150,7 @@ func gather(ctx context.Context, v *view, dirs []string) map[string]statusOf {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			st, err := v.status(ctx, dir)
+			st, err := v.summary(ctx, dir)
 			mu.Lock()
 			out[dir] = statusOf{st, err}
 			mu.Unlock()

@@ -174,6 +174,13 @@ func (v *view) status(ctx context.Context, dir string) (*chamber.StatusInfo, err
 	return chamber.Status(ctx, v.with(io.Discard), chamber.StatusOptions{Dir: dir, Tail: 10})
 }
 
+// summary is a chamber's status without the questions to the timer manager and without the
+// latest block (chamber.StatusOptions.Quick): what the overview of many chambers shows. A
+// chamber's own page asks for everything (status).
+func (v *view) summary(ctx context.Context, dir string) (*chamber.StatusInfo, error) {
+	return chamber.Status(ctx, v.with(io.Discard), chamber.StatusOptions{Dir: dir, Quick: true})
+}
+
 // validate is `cryochamber validate --json`: the checks of the latest block, read-only.
 func (v *view) validate(ctx context.Context, dir string) (*validate.Report, error) {
 	return chamber.Validate(ctx, v.with(io.Discard), chamber.ValidateOptions{Dir: dir}, nil)

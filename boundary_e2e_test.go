@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/chamber"
 	"github.com/cryochamber/cryochamber/internal/mailtest"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
@@ -560,7 +561,7 @@ func TestBoundaryLegacyAdoption(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "timer.json"), forged, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	statePath := filepath.Join(stateDirOf(m), "chambers", filepath.Base(strings.TrimSuffix(cryoUnitFiles(t, m)[0], "-fallback.service")), "state.json")
+	statePath := chamber.StatePath(stateDirOf(m), dir)
 	earlier := false // the binary under test is itself an earlier version (CRYO_TEST_BINARY)
 	if err := os.Remove(statePath); errors.Is(err, fs.ErrNotExist) {
 		earlier = true

@@ -159,15 +159,15 @@ func TestWakeRacesCancel(t *testing.T) {
 		}
 		return &st
 	}
-	// wakeUnit is the installed wake timer unit (session 1's until the wake arms session 3's,
-	// which is an hour later).
+	// wakeUnit is what the manager holds for the wake timer, its next elapse (session 1's until
+	// the wake arms session 3's, which is an hour later; the timer is transient, no file).
 	wakeUnit := func(t *testing.T, dir string) string {
 		t.Helper()
-		data, err := os.ReadFile(filepath.Join(m.UnitDir, timer.SystemdTimerName(state(t, dir).ID, timer.Wake)))
-		if err != nil {
-			t.Fatal(err)
+		out := strings.TrimSpace(m.Systemctl(t, "show", "--property=NextElapseUSecRealtime", "--value", timer.SystemdTimerName(state(t, dir).ID, timer.Wake)))
+		if out == "" {
+			t.Fatal("the manager reports no next elapse for the wake timer")
 		}
-		return string(data)
+		return out
 	}
 	// Each paused case: the point, and what the chamber must look like while the wake waits
 	// there (proof that cancel lands at that point of the wake and nowhere else).

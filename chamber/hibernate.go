@@ -156,8 +156,8 @@ func orBackend(name string) string {
 // recovered, and one that hangs is reported, at start + fallback_after.
 func (r *runner) armDeadman(ctx context.Context, start time.Time) {
 	at := ceilSecond(start.Add(r.cfg.FallbackAfter.D)).UTC()
-	if f := r.st.Timers.Fallback; f != nil && !f.After(at) && !f.Before(start) {
-		return // the plan's dead-man already comes first
+	if f := r.st.Timers.Fallback; f != nil && !f.After(at) && !f.Before(start) && r.timerHolds(ctx, timer.Fallback, *f) {
+		return // the plan's dead-man already comes first (and the OS still has it: a reboot removes it)
 	}
 	job := timer.Job{Kind: timer.Fallback, At: at, Argv: r.fallbackArgv()}
 	if err := r.withBackend(ctx, func(be timer.Backend) error { return be.Arm(ctx, r.timerChamber(), job) }); err != nil {
@@ -168,6 +168,14 @@ func (r *runner) armDeadman(ctx context.Context, start time.Time) {
 	if err := r.save(); err != nil {
 		r.warnf("%v", err)
 	}
+}
+
+// timerHolds reports whether the OS has timer k armed for at (a question, or two, to the timer
+// manager; false when it cannot say).
+func (r *runner) timerHolds(ctx context.Context, k timer.Kind, at time.Time) bool {
+	var v timer.Verdict
+	err := r.withBackend(ctx, func(be timer.Backend) (err error) { v, err = timer.Check(ctx, be, r.id, k, at); return err })
+	return err == nil && v.Found && v.OK
 }
 
 // syncWatch installs or removes the inbox watcher to match watch_inbox (a watcher that went

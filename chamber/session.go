@@ -386,6 +386,7 @@ func (r *runner) timerChamber() timer.Chamber {
 		Env:     r.launchdEnv(),
 		Stdout:  r.store.path(launchdOut),
 		Stderr:  r.store.path(launchdErr),
+		Boot:    r.wakeArgv(),
 	}
 }
 

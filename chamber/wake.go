@@ -61,8 +61,10 @@ func Wake(ctx context.Context, env *Env, opts WakeOptions) error {
 			r.logNote("wake: " + reason)
 			r.repairWakeTimer(ctx)
 		}
+		r.repairTimers(ctx, timer.Fallback, timer.Alert, timer.Wake)
 		return r.save()
 	}
+	r.repairTimers(ctx, timer.Alert)
 	if why == WhyInbox {
 		r.settleInbox(ctx)
 	}
@@ -149,6 +151,54 @@ func (r *runner) repairWakeTimer(ctx context.Context) {
 	note := fmt.Sprintf("wake: the %s wake timer disagreed with the state; re-armed it for %s", name, r.st.Wake.UTC().Format(time.RFC3339))
 	r.logNote(note)
 	r.printf("%s", note)
+}
+
+// repairTimers re-arms the timers of the kinds given that the state records but the OS no
+// longer has: the dead-man, the alert retry, and the wake that ends a pause (an armed wake is
+// repairWakeTimer's). On systemd the timers are transient and a reboot removes them; the boot
+// unit then runs this wake, which re-arms them from the state. Each kind costs a question or
+// two to the timer manager, and only when the state records that timer.
+func (r *runner) repairTimers(ctx context.Context, kinds ...timer.Kind) {
+	if r.readOnly || r.cancelRequested() {
+		return
+	}
+	now := r.now()
+	for _, k := range kinds {
+		var at *time.Time
+		argv := r.fallbackArgv()
+		switch {
+		case k == timer.Fallback && r.st.Phase.Active():
+			at = r.st.Timers.Fallback
+		case k == timer.Alert:
+			at = r.st.Timers.Alert
+		case k == timer.Wake && r.st.Phase == PhasePaused:
+			at, argv = r.st.Timers.Wake, r.wakeArgv()
+		}
+		if at == nil || r.timerHolds(ctx, k, *at) {
+			continue
+		}
+		t := *at
+		if soon := ceilSecond(now.Add(armLead)); t.Before(soon) {
+			t = soon // fell due while the OS had no timer: as soon as possible
+		}
+		t = t.UTC()
+		job := timer.Job{Kind: k, At: t, Argv: argv}
+		if err := r.withBackend(ctx, func(be timer.Backend) error { return be.Arm(ctx, r.timerChamber(), job) }); err != nil {
+			r.warnf("the %s timer is missing and could not be re-armed: %v", k, err)
+			continue
+		}
+		switch k {
+		case timer.Fallback:
+			r.st.Timers.Fallback = &t
+		case timer.Alert:
+			r.st.Timers.Alert = &t
+		case timer.Wake:
+			r.st.Timers.Wake = &t
+		}
+		note := fmt.Sprintf("wake: the %s timer was missing (after a reboot, the OS keeps none); re-armed it for %s", k, t.Format(time.RFC3339))
+		r.logNote(note)
+		r.printf("%s", note)
+	}
 }
 
 // inboxLast is the last step of a wake: when a message (with watch_inbox) or a wake request is

@@ -15,7 +15,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/coreos/go-systemd/v22/unit"
+	"github.com/godbus/dbus/v5"
 )
 
 // maxUnitLine is systemd's LONG_LINE_MAX (1 MiB): a longer line in a unit file is refused.
@@ -346,6 +348,10 @@ func SystemdTimerName(id string, k Kind) string { return id + "-" + string(k) + 
 // SystemdPathName is the inbox watcher: `<ID>-inbox.path`.
 func SystemdPathName(id string) string { return id + "-inbox.path" }
 
+// SystemdBootName is the unit that runs the wake at every start of the user manager:
+// `<ID>-boot.service`.
+func SystemdBootName(id string) string { return id + "-boot.service" }
+
 // checkID refuses an ID that could not have come from ID(): it names files and units, so it
 // must not carry a slash, a dot or anything systemd would escape.
 func checkID(id string) error {
@@ -419,9 +425,12 @@ func serviceUnit(c Chamber, k Kind, argv []string) ([]*unit.UnitOption, error) {
 }
 
 // SystemdUnits builds the service and timer of one job: `<ID>-<kind>.service` runs j.Argv with
-// the chamber's environment file, `<ID>-<kind>.timer` starts it at j.At (UTC, to the second,
-// rounded up), catches up after power-off (Persistent=true) and is wanted by timers.target so
-// it survives a restart of the user manager.
+// the chamber's environment file, and `<ID>-<kind>.timer` starts it at j.At (UTC, to the second,
+// rounded up). The service is a unit file; the timer is created as a transient unit over D-Bus
+// (no file, no daemon-reload: see timerProperties), and these options are what it holds, in the
+// words of a unit file (its service is the one of the same name, systemd's default). A
+// transient timer does not outlive the user manager: SystemdBoot's unit re-arms it at the next
+// start.
 func SystemdUnits(c Chamber, j Job) (service, timer []*unit.UnitOption, err error) {
 	if err := checkKind(j.Kind); err != nil {
 		return nil, nil, err
@@ -436,13 +445,55 @@ func SystemdUnits(c Chamber, j Job) (service, timer []*unit.UnitOption, err erro
 	}
 	timer = []*unit.UnitOption{
 		unit.NewUnitOption("Unit", "Description", "cryochamber "+string(j.Kind)+" timer for "+c.ID),
+		// A stopped or elapsed timer is unloaded at once, so that the next Arm can create it
+		// again under the same name.
+		unit.NewUnitOption("Unit", "CollectMode", "inactive-or-failed"),
 		unit.NewUnitOption("Timer", "OnCalendar", cal),
 		unit.NewUnitOption("Timer", "AccuracySec", "1s"),
-		unit.NewUnitOption("Timer", "Persistent", "true"),
-		unit.NewUnitOption("Timer", "Unit", SystemdServiceName(c.ID, j.Kind)),
-		unit.NewUnitOption("Install", "WantedBy", "timers.target"),
+		unit.NewUnitOption("Timer", "RemainAfterElapse", "no"),
 	}
 	return service, timer, nil
+}
+
+// SystemdBoot builds `<ID>-boot.service`, which runs argv (the wake) once at every start of the
+// user manager: wanted by default.target, and of Type=exec so that the manager's startup does
+// not wait for a session. The wake then runs a wake that fell due while the machine was off
+// (with its DELAYED notice) and re-arms the timers the restart removed.
+func SystemdBoot(c Chamber, argv []string) ([]*unit.UnitOption, error) {
+	opts, err := serviceUnit(c, "boot", argv)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range opts {
+		if o.Section == "Service" && o.Name == "Type" {
+			o.Value = "exec"
+		}
+	}
+	return append(opts, unit.NewUnitOption("Install", "WantedBy", "default.target")), nil
+}
+
+// timerProperties turns the options of a timer (SystemdUnits) into the properties of a
+// transient timer: the same values, in the types systemd's D-Bus API takes.
+func timerProperties(opts []*unit.UnitOption) ([]sd.Property, error) {
+	var props []sd.Property
+	for _, o := range opts {
+		switch o.Section + "." + o.Name {
+		case "Unit.Description":
+			props = append(props, sd.PropDescription(o.Value))
+		case "Unit.CollectMode", "Timer.OnCalendar":
+			props = append(props, sd.Property{Name: o.Name, Value: dbus.MakeVariant(o.Value)})
+		case "Timer.AccuracySec":
+			if o.Value != "1s" {
+				return nil, fmt.Errorf("AccuracySec=%s: only 1s is used", o.Value)
+			}
+			props = append(props, sd.Property{Name: "AccuracyUSec", Value: dbus.MakeVariant(uint64(time.Second / time.Microsecond))})
+		case "Timer.RemainAfterElapse":
+			props = append(props, sd.Property{Name: o.Name, Value: dbus.MakeVariant(o.Value == "yes")})
+		default:
+			return nil, fmt.Errorf("timer option %s= has no transient form here", o.Name)
+		}
+	}
+	return props, nil
 }
 
 // SystemdPath builds the inbox watcher `<ID>-inbox.path`, which starts `<ID>-wake.service` when

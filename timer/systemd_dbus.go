@@ -311,6 +311,7 @@ type unitSet struct {
 func (b *systemdBackend) installAll(ctx context.Context, sets []unitSet) error {
 	var todo []unitSet
 	var enable []string
+	written := map[string]bool{}
 	for _, set := range sets {
 		depNames := make([]string, 0, len(set.deps))
 		for n := range set.deps {
@@ -323,12 +324,14 @@ func (b *systemdBackend) installAll(ctx context.Context, sets []unitSet) error {
 			if err != nil {
 				return err
 			}
+			written[n] = wrote
 			changed = changed || wrote
 		}
 		wrote, err := b.writeUnit(set.name, set.opts)
 		if err != nil {
 			return err
 		}
+		written[set.name] = wrote
 		changed = changed || wrote
 		enabled := b.enabled(set.name, set.opts)
 		if !changed && enabled && b.settled(ctx, set.name) {
@@ -350,13 +353,60 @@ func (b *systemdBackend) installAll(ctx context.Context, sets []unitSet) error {
 			return fmt.Errorf("enable %s: %w (is %s the user manager's unit directory?)", strings.Join(enable, ", "), err, b.o.UnitDir)
 		}
 	}
-	if err := b.conn.ReloadContext(ctx); err != nil {
-		return fmt.Errorf("reload the user manager: %w", err)
+	var names []string
+	for _, set := range todo {
+		names = append(names, set.name)
+		for n := range set.deps {
+			names = append(names, n)
+		}
+	}
+	if err := b.reloadIfStale(ctx, written, names...); err != nil {
+		return err
 	}
 	for _, set := range todo {
 		if err := b.runJob(ctx, "start", set.name, b.conn.RestartUnitContext); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// reloadIfStale reloads the user manager when it holds one of the units in an older version
+// than its file (NeedDaemonReload): a file this call rewrote, or one a process that died
+// before its reload left behind; or when a unit whose file was just written (written) does not
+// load from it (a unit the manager keeps from a failed earlier start, with its file removed
+// since, stays "not-found" until a reload). Asking about a unit the manager has not loaded
+// loads it from its file, so a unit it sees for the first time needs no reload. A reload is the
+// expensive step (the manager reruns every generator and rereads every unit file: tens of
+// milliseconds, more with every unit the user has), so it happens only when it changes
+// something.
+func (b *systemdBackend) reloadIfStale(ctx context.Context, written map[string]bool, names ...string) error {
+	stale := false
+	for _, n := range names {
+		p, err := b.conn.GetUnitPropertyContext(ctx, n, "NeedDaemonReload")
+		if err != nil {
+			return fmt.Errorf("read %s: %w", n, err)
+		}
+		if v, _ := p.Value.Value().(bool); v {
+			stale = true
+			break
+		}
+		if written[n] {
+			p, err := b.conn.GetUnitPropertyContext(ctx, n, "LoadState")
+			if err != nil {
+				return fmt.Errorf("read %s: %w", n, err)
+			}
+			if v, _ := p.Value.Value().(string); v != "loaded" {
+				stale = true
+				break
+			}
+		}
+	}
+	if !stale {
+		return nil
+	}
+	if err := b.conn.ReloadContext(ctx); err != nil {
+		return fmt.Errorf("reload the user manager: %w", err)
 	}
 	return nil
 }
@@ -400,16 +450,197 @@ func isNoSuchUnit(err error) bool {
 	return strings.Contains(err.Error(), "not loaded") || strings.Contains(err.Error(), "does not exist")
 }
 
+// isUnitExists reports the manager's refusal to create a transient unit under a name that is
+// loaded already.
+func isUnitExists(err error) bool {
+	var de dbus.Error
+	var dp *dbus.Error
+	switch {
+	case errors.As(err, &de):
+		return de.Name == "org.freedesktop.systemd1.UnitExists"
+	case errors.As(err, &dp):
+		return dp.Name == "org.freedesktop.systemd1.UnitExists"
+	}
+	return false
+}
+
+// Arm keeps each job's service on disk (written when its content changes: a new binary, a
+// reload) and creates the job's timer as a transient unit over D-Bus. A transient timer needs
+// no unit file and no daemon-reload, so a wake costs the same whatever the number of chambers
+// and unit files of the user (docs/BENCHMARKS.md). It does not survive a restart of the user
+// manager: the boot unit (SystemdBoot, enabled here) runs the wake at the next start, which
+// re-arms from the state.
 func (b *systemdBackend) Arm(ctx context.Context, c Chamber, jobs ...Job) error {
-	sets := make([]unitSet, 0, len(jobs))
+	type transient struct {
+		name  string
+		props []sd.Property
+	}
+	var services []unitSet
+	var timers []transient
+	boot := c.Boot
 	for _, j := range jobs {
 		svc, tmr, err := SystemdUnits(c, j)
 		if err != nil {
 			return err
 		}
-		sets = append(sets, unitSet{deps: map[string][]*unit.UnitOption{SystemdServiceName(c.ID, j.Kind): svc}, name: SystemdTimerName(c.ID, j.Kind), opts: tmr})
+		props, err := timerProperties(tmr)
+		if err != nil {
+			return err
+		}
+		services = append(services, unitSet{name: SystemdServiceName(c.ID, j.Kind), opts: svc})
+		timers = append(timers, transient{name: SystemdTimerName(c.ID, j.Kind), props: props})
+		if j.Kind == Wake && len(boot) == 0 {
+			boot = j.Argv
+		}
 	}
-	return b.installAll(ctx, sets)
+	var bootOpts []*unit.UnitOption
+	if len(boot) > 0 {
+		var err error
+		if bootOpts, err = SystemdBoot(c, boot); err != nil {
+			return fmt.Errorf("boot unit: %w", err)
+		}
+	}
+	if err := b.migrate(ctx, c.ID); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(services))
+	written := map[string]bool{}
+	for _, s := range services {
+		wrote, err := b.writeUnit(s.name, s.opts)
+		if err != nil {
+			return err
+		}
+		written[s.name] = wrote
+		names = append(names, s.name)
+	}
+	if bootOpts != nil {
+		if err := b.ensureBoot(ctx, c.ID, bootOpts); err != nil {
+			return err
+		}
+	}
+	if err := b.reloadIfStale(ctx, written, names...); err != nil {
+		return err
+	}
+	for _, t := range timers {
+		if err := b.startTimer(ctx, t.name, t.props); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureBoot writes and enables the chamber's boot unit. It needs no reload: the manager only
+// reads it when it starts.
+func (b *systemdBackend) ensureBoot(ctx context.Context, id string, opts []*unit.UnitOption) error {
+	name := SystemdBootName(id)
+	if _, err := b.writeUnit(name, opts); err != nil {
+		return err
+	}
+	if b.enabled(name, opts) {
+		return nil
+	}
+	// Enabled by name, which the manager looks up in its own unit search path (see installAll).
+	if _, _, err := b.conn.EnableUnitFilesContext(ctx, []string{name}, false, true); err != nil {
+		return fmt.Errorf("enable %s: %w (is %s the user manager's unit directory?)", name, err, b.o.UnitDir)
+	}
+	return nil
+}
+
+// startTimer creates the transient timer name. A timer of that name that is still armed (a
+// re-arm at a new time) is stopped first: a stopped transient timer is unloaded at once
+// (CollectMode=inactive-or-failed), and the name is free again.
+func (b *systemdBackend) startTimer(ctx context.Context, name string, props []sd.Property) error {
+	start := func(ctx context.Context, name, mode string, ch chan<- string) (int, error) {
+		return b.conn.StartTransientUnitContext(ctx, name, mode, props, ch)
+	}
+	for attempt := 0; ; attempt++ {
+		err := b.runJob(ctx, "arm", name, start)
+		if err == nil || !isUnitExists(err) || attempt == 2 {
+			if isUnitExists(err) {
+				return fmt.Errorf("%w (a unit file named %s in the manager's search path? `systemctl --user cat %s` shows it)", err, name, name)
+			}
+			return err
+		}
+		if err := b.runJob(ctx, "stop", name, b.conn.StopUnitContext); err != nil && !isNoSuchUnit(err) {
+			return err
+		}
+		if attempt == 1 {
+			// A timer whose last start failed stays loaded until its failure is reset.
+			_ = b.conn.ResetFailedUnitContext(ctx, name)
+		}
+	}
+}
+
+// migrate removes the timer unit files an earlier cryochamber wrote (one file per timer,
+// changed and reloaded at every wake): the transient timers take their names. It runs only
+// when such a file exists, once per chamber.
+func (b *systemdBackend) migrate(ctx context.Context, id string) error {
+	var old []string
+	for _, k := range Kinds {
+		if n := SystemdTimerName(id, k); b.exists(n) {
+			old = append(old, n)
+		}
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	for _, n := range old {
+		if err := b.runJob(ctx, "stop", n, b.conn.StopUnitContext); err != nil && !isNoSuchUnit(err) {
+			return err
+		}
+	}
+	if _, err := b.conn.DisableUnitFilesContext(ctx, old, false); err != nil && !isNoSuchUnit(err) {
+		return fmt.Errorf("disable %s: %w", strings.Join(old, ", "), err)
+	}
+	for _, n := range old {
+		if err := b.removeUnit(n); err != nil {
+			return err
+		}
+	}
+	if err := atomicfile.SyncDir(b.o.UnitDir); err != nil {
+		return err
+	}
+	// The old timers are loaded from their files (and wanted by timers.target): only a reload
+	// unloads them, so that transient timers can take the names.
+	if err := b.conn.ReloadContext(ctx); err != nil {
+		return fmt.Errorf("reload the user manager: %w", err)
+	}
+	return nil
+}
+
+// timerLoaded reports whether the manager has the timer loaded (armed, or running its job).
+func (b *systemdBackend) timerLoaded(ctx context.Context, name string) (bool, error) {
+	p, err := b.conn.GetUnitPropertyContext(ctx, name, "LoadState")
+	if err != nil {
+		if isNoSuchUnit(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("read %s: %w", name, err)
+	}
+	s, _ := p.Value.Value().(string)
+	return s == "loaded", nil
+}
+
+// dropBootIfAlone removes the chamber's boot unit once nothing of the chamber is left to start
+// (no service, no inbox watcher). No reload: the manager only reads the boot unit when it
+// starts.
+func (b *systemdBackend) dropBootIfAlone(ctx context.Context, id string) error {
+	name := SystemdBootName(id)
+	if !b.exists(name) || b.exists(SystemdPathName(id)) {
+		return nil
+	}
+	for _, k := range Kinds {
+		if b.exists(SystemdServiceName(id, k)) {
+			return nil
+		}
+	}
+	if _, err := b.conn.DisableUnitFilesContext(ctx, []string{name}, false); err != nil && !isNoSuchUnit(err) && b.exists(name) {
+		return fmt.Errorf("disable %s: %w", name, err)
+	}
+	if err := b.removeUnit(name); err != nil {
+		return err
+	}
+	return atomicfile.SyncDir(b.o.UnitDir)
 }
 
 func (b *systemdBackend) Next(ctx context.Context, id string, k Kind) (time.Time, bool, error) {
@@ -449,19 +680,30 @@ func (b *systemdBackend) Disarm(ctx context.Context, id string, k Kind) error {
 		return err
 	}
 	svc := SystemdServiceName(id, k)
-	var extra []string
-	// The inbox watcher starts the wake service: keep it while the watcher is installed.
-	if k != Wake || !b.exists(SystemdPathName(id)) {
-		extra = append(extra, svc)
+	tmr := SystemdTimerName(id, k)
+	if b.exists(tmr) {
+		// A timer file of an earlier cryochamber.
+		if err := b.uninstall(ctx, tmr); err != nil {
+			return err
+		}
 	}
 	// The service itself is never stopped: Disarm may be called by the very wake it runs.
-	if err := b.uninstall(ctx, SystemdTimerName(id, k), extra...); err != nil {
+	if err := b.runJob(ctx, "stop", tmr, b.conn.StopUnitContext); err != nil && !isNoSuchUnit(err) {
 		return err
+	}
+	// The inbox watcher starts the wake service: keep it while the watcher is installed.
+	if k != Wake || !b.exists(SystemdPathName(id)) {
+		if err := b.removeUnit(svc); err != nil {
+			return err
+		}
+		if err := atomicfile.SyncDir(b.o.UnitDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
 	if err := b.conn.ResetFailedUnitContext(ctx, svc); err != nil && !isNoSuchUnit(err) {
 		return fmt.Errorf("reset %s: %w", svc, err)
 	}
-	return nil
+	return b.dropBootIfAlone(ctx, id)
 }
 
 func (b *systemdBackend) Watch(ctx context.Context, c Chamber, dir string, wakeArgv []string) error {
@@ -475,7 +717,18 @@ func (b *systemdBackend) Watch(ctx context.Context, c Chamber, dir string, wakeA
 	if svc := SystemdServiceName(c.ID, Wake); !b.exists(svc) {
 		deps[svc] = wake
 	}
-	return b.install(ctx, deps, SystemdPathName(c.ID), path)
+	if err := b.install(ctx, deps, SystemdPathName(c.ID), path); err != nil {
+		return err
+	}
+	boot := c.Boot
+	if len(boot) == 0 {
+		boot = wakeArgv
+	}
+	bootOpts, err := SystemdBoot(c, boot)
+	if err != nil {
+		return fmt.Errorf("boot unit: %w", err)
+	}
+	return b.ensureBoot(ctx, c.ID, bootOpts)
 }
 
 func (b *systemdBackend) Unwatch(ctx context.Context, id string) error {
@@ -484,10 +737,17 @@ func (b *systemdBackend) Unwatch(ctx context.Context, id string) error {
 	}
 	var extra []string
 	// A wake service that no wake timer uses was installed for the watcher alone.
-	if !b.exists(SystemdTimerName(id, Wake)) {
+	armed, err := b.timerLoaded(ctx, SystemdTimerName(id, Wake))
+	if err != nil {
+		return err
+	}
+	if !armed {
 		extra = append(extra, SystemdServiceName(id, Wake))
 	}
-	return b.uninstall(ctx, SystemdPathName(id), extra...)
+	if err := b.uninstall(ctx, SystemdPathName(id), extra...); err != nil {
+		return err
+	}
+	return b.dropBootIfAlone(ctx, id)
 }
 
 func (b *systemdBackend) RunNow(ctx context.Context, id string) error {
@@ -505,13 +765,15 @@ func (b *systemdBackend) RunNow(ctx context.Context, id string) error {
 	return nil
 }
 
-// unitSuffixes maps the file name endings of a chamber's units to what they are.
+// unitSuffixes maps the names of a chamber's units to what they are. Timers are transient
+// (listed by the manager); a timer file is one an earlier cryochamber wrote.
 var unitSuffixes = []struct {
 	suffix  string
 	kind    Kind
 	timer   bool
 	service bool
 	watch   bool
+	boot    bool
 }{
 	{suffix: "-wake.timer", kind: Wake, timer: true},
 	{suffix: "-fallback.timer", kind: Fallback, timer: true},
@@ -520,16 +782,30 @@ var unitSuffixes = []struct {
 	{suffix: "-alert.timer", kind: Alert, timer: true},
 	{suffix: "-alert.service", kind: Alert, service: true},
 	{suffix: "-inbox.path", watch: true},
+	{suffix: "-boot.service", boot: true},
 }
 
+// Installed lists the chambers that have units: their files in the unit directory, and the
+// transient timers the manager holds.
 func (b *systemdBackend) Installed(ctx context.Context) ([]Installed, error) {
-	return installedUnits(ctx, b.o.UnitDir)
+	var timers []string
+	units, err := b.conn.ListUnitsByPatternsContext(ctx, nil, []string{Prefix + "*.timer"})
+	if err != nil {
+		return nil, fmt.Errorf("list the timers of the user manager: %w", err)
+	}
+	for _, u := range units {
+		if u.LoadState == "loaded" && u.ActiveState == "active" {
+			timers = append(timers, u.Name)
+		}
+	}
+	return installedUnits(ctx, b.o.UnitDir, timers)
 }
 
-// installedUnits scans dir for cryochamber units and groups them by chamber. The chamber
-// directory comes from the `--dir` argument of the wake (else fallback) service; it is left
-// empty when no service says it.
-func installedUnits(ctx context.Context, dir string) ([]Installed, error) {
+// installedUnits scans dir for cryochamber units and groups them by chamber, with the timers
+// the manager reported (transient ones have no file). The chamber directory comes from the
+// `--dir` argument of the wake (else fallback, alert, boot) service; it is left empty when no
+// service says it.
+func installedUnits(ctx context.Context, dir string, timers []string) ([]Installed, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -539,14 +815,22 @@ func installedUnits(ctx context.Context, dir string) ([]Installed, error) {
 	}
 	byID := map[string]*Installed{}
 	services := map[string][]Kind{}
+	boots := map[string]bool{}
+	var names []string
 	for _, e := range ents {
+		if name := e.Name(); strings.HasPrefix(name, Prefix) && e.Type().IsRegular() {
+			names = append(names, name)
+		}
+	}
+	seen := map[string]bool{}
+	for _, name := range append(names, timers...) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		name := e.Name()
-		if !strings.HasPrefix(name, Prefix) || !e.Type().IsRegular() {
+		if seen[name] {
 			continue
 		}
+		seen[name] = true
 		for _, s := range unitSuffixes {
 			id, ok := strings.CutSuffix(name, s.suffix)
 			if !ok || checkID(id) != nil {
@@ -564,6 +848,8 @@ func installedUnits(ctx context.Context, dir string) ([]Installed, error) {
 				in.Watch = true
 			case s.service:
 				services[id] = append(services[id], s.kind)
+			case s.boot:
+				boots[id] = true
 			}
 			break
 		}
@@ -575,6 +861,9 @@ func installedUnits(ctx context.Context, dir string) ([]Installed, error) {
 				continue
 			}
 			in.Dir = chamberDirOf(filepath.Join(dir, SystemdServiceName(id, k)))
+		}
+		if in.Dir == "" && boots[id] {
+			in.Dir = chamberDirOf(filepath.Join(dir, SystemdBootName(id)))
 		}
 		sort.Slice(in.Kinds, func(i, j int) bool { return kindIndex(in.Kinds[i]) < kindIndex(in.Kinds[j]) })
 		out = append(out, *in)

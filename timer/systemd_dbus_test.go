@@ -253,9 +253,12 @@ func TestSystemdArmFiresWithExactArgvAndEnv(t *testing.T) {
 	if _, ok, err := f.b.Next(ctx, c.ID, timer.Wake); err != nil || ok {
 		t.Errorf("Next after the only elapse = ok %v, err %v; want not ok", ok, err)
 	}
-	// The units are the ones SystemdUnits renders, enabled by timers.target.
-	if _, err := os.Lstat(filepath.Join(f.m.UnitDir, "timers.target.wants", timer.SystemdTimerName(c.ID, timer.Wake))); err != nil {
-		t.Errorf("timer not enabled: %v", err)
+	// The timer is transient (no file); the boot unit that re-arms after a restart is enabled.
+	if _, err := os.Lstat(filepath.Join(f.m.UnitDir, timer.SystemdTimerName(c.ID, timer.Wake))); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a timer unit file was written (%v); timers are transient", err)
+	}
+	if _, err := os.Lstat(filepath.Join(f.m.UnitDir, "default.target.wants", timer.SystemdBootName(c.ID))); err != nil {
+		t.Errorf("boot unit not enabled: %v", err)
 	}
 }
 
@@ -284,9 +287,9 @@ func TestSystemdDisarm(t *testing.T) {
 		}
 	}
 	for _, name := range []string{
-		timer.SystemdServiceName(gone.ID, timer.Wake), timer.SystemdTimerName(gone.ID, timer.Wake),
-		timer.SystemdServiceName(gone.ID, timer.Fallback), timer.SystemdTimerName(gone.ID, timer.Fallback),
-		filepath.Join("timers.target.wants", timer.SystemdTimerName(gone.ID, timer.Wake)),
+		timer.SystemdServiceName(gone.ID, timer.Wake), timer.SystemdServiceName(gone.ID, timer.Fallback),
+		timer.SystemdServiceName(gone.ID, timer.Alert), timer.SystemdBootName(gone.ID),
+		filepath.Join("default.target.wants", timer.SystemdBootName(gone.ID)),
 	} {
 		if _, err := os.Lstat(filepath.Join(f.m.UnitDir, name)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s still there after Disarm (%v)", name, err)
@@ -341,13 +344,17 @@ func TestSystemdRearmReplacesTheTime(t *testing.T) {
 	}
 }
 
-func TestSystemdPersistentAcrossReboot(t *testing.T) {
+// A reboot removes the transient timers; the boot unit runs the wake once at the next start of
+// the manager (the chamber's wake then runs what fell due, or re-arms): here the timer's time
+// passed while the manager was down, and the wake runs exactly once, after the restart.
+func TestSystemdBootRunsTheWakeAfterReboot(t *testing.T) {
 	f := newFixture(t)
 	ctx := ctxT(t)
 	c, rec := f.chamber(t, "reboot")
 	at := soon(4 * time.Second)
 	argv := f.argv(c, "wake")
-	if err := f.b.Arm(ctx, c, timer.Job{Kind: timer.Wake, At: at, Argv: argv}); err != nil {
+	if err := f.b.Arm(ctx, c, timer.Job{Kind: timer.Wake, At: at, Argv: argv},
+		timer.Job{Kind: timer.Fallback, At: at.Add(time.Hour), Argv: f.argv(c, "fallback")}); err != nil {
 		t.Fatal(err)
 	}
 	f.b.Close()
@@ -369,11 +376,19 @@ func TestSystemdPersistentAcrossReboot(t *testing.T) {
 		t.Errorf("ran at %v, want after the restart (past %v)", runs[0].Time, at)
 	}
 	b := connect(t, f.m.Options())
-	if _, ok, err := b.Next(ctx, c.ID, timer.Wake); err != nil || ok {
-		t.Errorf("Next after the catch-up run = ok %v, err %v; want not ok", ok, err)
+	for _, k := range []timer.Kind{timer.Wake, timer.Fallback} {
+		if _, ok, err := b.Next(ctx, c.ID, k); err != nil || ok {
+			t.Errorf("Next(%s) after the restart = ok %v, err %v; transient timers do not outlive the manager", k, ok, err)
+		}
 	}
+	time.Sleep(2 * time.Second)
 	if runs := readRuns(t, rec); len(runs) != 1 {
 		t.Errorf("ran %d times after the restart, want once", len(runs))
+	}
+	// Still installed: ps finds the chamber by its files.
+	got, err := b.Installed(ctx)
+	if err != nil || len(got) != 1 || got[0].Dir != c.Dir || len(got[0].Kinds) != 0 {
+		t.Errorf("Installed after the restart = %+v, %v; want the chamber, without timers", got, err)
 	}
 }
 
@@ -407,7 +422,7 @@ func TestSystemdWatchStartsTheWake(t *testing.T) {
 	if err := f.b.Unwatch(ctx, c.ID); err != nil {
 		t.Fatalf("Unwatch again: %v", err)
 	}
-	for _, name := range []string{timer.SystemdPathName(c.ID), timer.SystemdServiceName(c.ID, timer.Wake)} {
+	for _, name := range []string{timer.SystemdPathName(c.ID), timer.SystemdServiceName(c.ID, timer.Wake), timer.SystemdBootName(c.ID)} {
 		if _, err := os.Lstat(filepath.Join(f.m.UnitDir, name)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s still there after Unwatch (%v)", name, err)
 		}

@@ -295,7 +295,42 @@ func goldenUnits(t *testing.T, bin string, c Chamber, at time.Time) map[string][
 	if !bytes.Equal(mustSerialize(t, wake), out[SystemdServiceName(c.ID, Wake)]) {
 		t.Errorf("SystemdPath's wake service differs from SystemdUnits'")
 	}
+	boot, err := SystemdBoot(c, []string{bin, "wake", "--dir", c.Dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out[SystemdBootName(c.ID)] = mustSerialize(t, boot)
 	return out
+}
+
+// The transient timer holds what its unit-file form (the golden file) says, in D-Bus types.
+func TestTimerProperties(t *testing.T) {
+	g := goldenChambers()[1]
+	_, tmr, err := SystemdUnits(g.c, Job{Kind: Fallback, At: g.at, Argv: []string{g.bin, "fallback"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	props, err := timerProperties(tmr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, p := range props {
+		got[p.Name] = p.Value.String()
+	}
+	want := map[string]string{
+		"Description":       `"cryochamber fallback timer for ` + g.c.ID + `"`,
+		"CollectMode":       `"inactive-or-failed"`,
+		"OnCalendar":        `"2026-11-22 10:00:04 UTC"`,
+		"AccuracyUSec":      "@t 1000000",
+		"RemainAfterElapse": "false",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("timerProperties =\n %v\nwant\n %v", got, want)
+	}
+	if _, err := timerProperties(append(tmr, unit.NewUnitOption("Timer", "Persistent", "true"))); err == nil {
+		t.Error("timerProperties accepted an option it does not translate")
+	}
 }
 
 func mustSerialize(t *testing.T, opts []*unit.UnitOption) []byte {

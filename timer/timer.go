@@ -44,6 +44,11 @@ type Chamber struct {
 	Env []string
 	// Stdout and Stderr are where launchd writes the job's output (systemd uses the journal).
 	Stdout, Stderr string
+	// Boot is what the OS runs at every start of the user manager (the wake: it runs a wake
+	// missed while the machine was off, and re-arms the timers a reboot removed). systemd only
+	// (`<ID>-boot.service`), whose timers do not outlive the manager; launchd loads its agents
+	// again at login. Empty: the Argv of the Wake job armed, if any.
+	Boot []string
 }
 
 // Job is one OS timer: at At, run Argv.

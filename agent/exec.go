@@ -296,6 +296,36 @@ func (g *guardWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// readChunk is how much of the agent's output is read at once (os/exec's own copy reads 32 KiB),
+// and pipeSize the capacity asked for the pipe, so that an agent printing fast fills big reads
+// and the log gets big writes: fewer system calls per megabyte on both sides.
+const (
+	readChunk = 1 << 20
+	pipeSize  = 1 << 20
+)
+
+// ReadFrom is what os/exec's copy from the agent's pipe ends up calling (os.File's WriteTo falls
+// back to io.Copy, which prefers the destination's ReaderFrom): it reads in readChunk pieces,
+// after asking the kernel for a larger pipe (Linux; silently kept as it is where refused).
+func (g *guardWriter) ReadFrom(r io.Reader) (int64, error) {
+	growPipe(r, pipeSize)
+	buf := make([]byte, readChunk)
+	var n int64
+	for {
+		k, err := r.Read(buf)
+		if k > 0 {
+			n += int64(k)
+			_, _ = g.Write(buf[:k])
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
 // guard wraps w for cmd.Stdout/Stderr. Files go to the child as they are (no copy needed).
 func guard(w io.Writer) (io.Writer, *guardWriter) {
 	switch w := w.(type) {

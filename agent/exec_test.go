@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -503,5 +504,65 @@ func BenchmarkExec(b *testing.B) {
 		if res := Exec(context.Background(), r); res.ExitCode != 0 {
 			b.Fatalf("Exec = %+v", res)
 		}
+	}
+}
+
+// sizeWriter records the size of every write; its first write waits until the agent has
+// finished writing, so that the pipe is full when the next read comes.
+type sizeWriter struct {
+	mu    sync.Mutex
+	sizes []int
+	total int
+	first func()
+}
+
+func (w *sizeWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.first != nil {
+		w.first()
+		w.first = nil
+	}
+	w.sizes = append(w.sizes, len(p))
+	w.total += len(p)
+	return len(p), nil
+}
+
+// The agent's output is read in pieces larger than os/exec's 32 KiB and the default 64 KiB
+// pipe: Exec's writer is a ReaderFrom that os/exec's copy calls, and the pipe is grown (Linux).
+func TestExecReadsInLargePieces(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("F_SETPIPE_SZ is Linux's")
+	}
+	dir := t.TempDir()
+	wrote := filepath.Join(dir, "wrote")
+	// One byte first (the reader's first write waits in it), then 1 MiB in one go.
+	agent := script(t, dir, "agent", `printf x; head -c 1048576 /dev/zero | tr '\0' y; echo done > "$1"; sleep 0.2
+`)
+	w := &sizeWriter{}
+	w.first = func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, err := os.Stat(wrote); err == nil {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	r := run(agent, wrote)
+	r.Stdout = w
+	res := Exec(context.Background(), r)
+	if res.ExitCode != 0 || res.IOErr != nil {
+		t.Fatalf("Exec = %+v", res)
+	}
+	if w.total != 1+1<<20 {
+		t.Fatalf("read %d bytes, want %d", w.total, 1+1<<20)
+	}
+	big := 0
+	for _, n := range w.sizes {
+		big = max(big, n)
+	}
+	if big <= 64<<10 {
+		t.Errorf("largest read %d bytes (reads %v): want more than a default pipe holds", big, w.sizes)
 	}
 }

@@ -294,6 +294,7 @@ func transientBusError(err error) bool {
 func (r *runner) removeStale() {
 	atomicfile.RemoveStale(string(r.store), stateName)
 	atomicfile.RemoveStale(string(r.store), todoName)
+	atomicfile.RemoveStale(string(r.store), blockName)
 	// launchd appends every job's output to a file here: keep the last few MiB of it.
 	for _, name := range []string{launchdOut, launchdErr} {
 		if fi, err := os.Stat(r.store.path(name)); err == nil && fi.Size() > maxJobOutput {

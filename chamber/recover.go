@@ -32,7 +32,7 @@ func (r *runner) recover(ctx context.Context) (bool, error) {
 		}
 		h.Agent = nil
 	}
-	info, err := sessionlog.Latest(r.logPath(), r.st.LogOffset)
+	info, cb, err := r.latestBlock()
 	var ce *sessionlog.CorruptError
 	if errors.As(err, &ce) || errors.Is(err, confined.ErrNotRegular) {
 		r.checkLog(r.now())
@@ -55,7 +55,7 @@ func (r *runner) recover(ctx context.Context) (bool, error) {
 		return true, &Error{Msg: fmt.Sprintf("cryo.log holds session %d but the state says session %d: they disagree", info.Session, n),
 			Hint: "inspect cryo.log; `cryochamber cancel` then `start` begins again with the next number"}
 	}
-	m, err := r.blockMarkers(info)
+	m, err := r.markersOf(info, cb)
 	if err != nil {
 		return true, err
 	}

@@ -122,7 +122,11 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 	r.env.checkpoint("header")
 
 	parser := marker.NewParser(r.cfg.Location)
-	block.OnStdoutLine(parser.Line)
+	rec := &markerRecorder{}
+	block.OnStdoutLine(func(n int, text string) {
+		parser.Line(n, text)
+		rec.add(n, text)
+	})
 
 	var res agent.Result
 	if cmdErr == nil {
@@ -146,6 +150,8 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 		// The block could not be closed: the next command will find it torn and count the
 		// session as crashed. Say so now too.
 		r.warnf("cannot close session %d in the log: %v", n, err)
+	} else if ref, ok := block.Ref(); ok {
+		r.recordBlock(ref, rec)
 	}
 	r.env.checkpoint("ended")
 	r.printf("session %d: %s", n, describe(o, result))
@@ -360,6 +366,11 @@ func (r *runner) afterSession(ctx context.Context, n int, m *marker.Result, o ou
 // a corrupt one, or a name that is not a regular file (a symlink planted to make us append
 // elsewhere, a FIFO).
 func (r *runner) checkLog(now time.Time) {
+	if cb := r.closedBlock(); cb != nil {
+		if info, err := sessionlog.Trusted(r.logPath(), cb.Ref); err == nil && info != nil {
+			return // the log still ends with the block this program closed and checked as it wrote it
+		}
+	}
 	_, err := sessionlog.Latest(r.logPath(), r.st.LogOffset)
 	var ce *sessionlog.CorruptError
 	if !errors.As(err, &ce) && !errors.Is(err, confined.ErrNotRegular) {

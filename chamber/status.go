@@ -178,7 +178,7 @@ func Status(ctx context.Context, env *Env, opts StatusOptions) (*StatusInfo, err
 		return s, nil
 	}
 	if r.fs != nil {
-		if info, err := sessionlog.Latest(r.logPath(), st.LogOffset); err == nil {
+		if info, _, err := r.latestBlock(); err == nil {
 			n := opts.Tail
 			if n <= 0 {
 				n = 10

@@ -6,7 +6,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/cryochamber/cryochamber/sessionlog"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/validate"
 )
@@ -35,14 +34,14 @@ func Validate(ctx context.Context, env *Env, opts ValidateOptions, print io.Writ
 		rep.Finish()
 		return rep, nil
 	}
-	info, err := sessionlog.Latest(r.logPath(), r.st.LogOffset)
+	info, cb, err := r.latestBlock()
 	if err != nil {
 		rep.Add(validate.StepMarkers, validate.Fail, "cannot read the latest block of cryo.log: %v", err)
 		rep.Finish()
 		return rep, nil
 	}
 	rep.Session = info.Session
-	m, err := r.blockMarkers(info)
+	m, err := r.markersOf(info, cb)
 	if err != nil {
 		return nil, err
 	}

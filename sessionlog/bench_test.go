@@ -108,3 +108,43 @@ func BenchmarkWrite(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkWriteLarge is BenchmarkWrite with the 1 MiB reads agent.Exec makes from a grown
+// pipe, of agent-like lines (10 to 200 bytes, some UTF-8, a tab now and then).
+func BenchmarkWriteLarge(b *testing.B) {
+	p := filepath.Join(b.TempDir(), "cryo.log")
+	blk, err := Begin(p, 1, t0, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	blk.OnStdoutLine(func(int, string) {})
+	var chunk []byte
+	words := []string{"build", "the", "tests", "passed", "übersicht", "naïve", "✓", "→", "v1.2.3", "merged"}
+	for i := 0; len(chunk) < 1<<20; i++ {
+		for w := 0; w < 2+i%30; w++ {
+			chunk = append(chunk, words[(i*7+w)%len(words)]...)
+			chunk = append(chunk, ' ')
+		}
+		if i%10 == 0 {
+			chunk = append(chunk, '\t', 'x')
+		}
+		chunk = append(chunk, '\n')
+	}
+	b.SetBytes(int64(len(chunk)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := blk.Stdout().Write(chunk); err != nil {
+			b.Fatal(err)
+		}
+		if i%200 == 199 {
+			// Keep the file small: what is measured is the work per byte, not the disk.
+			blk.mu.Lock()
+			_ = blk.f.Truncate(0)
+			blk.mu.Unlock()
+		}
+	}
+	b.StopTimer()
+	if err := blk.End(t0, 0, ""); err != nil {
+		b.Fatal(err)
+	}
+}

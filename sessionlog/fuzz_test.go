@@ -83,11 +83,13 @@ func sameInfo(a, b *Info) bool {
 
 // FuzzWriteRead writes arbitrary stdout and stderr bytes through a Block, in chunks sized by
 // cuts and interleaved, then reads the block back: the lines round-trip after sanitizing, the
-// OnStdoutLine callback saw exactly the stdout lines with their numbers, and the block is intact.
+// OnStdoutLine callback saw exactly the stdout lines that may hold a marker, with their
+// numbers, the block is intact, and Trusted finds from Block.Ref what Latest finds.
 func FuzzWriteRead(f *testing.F) {
 	f.Add([]byte("hello\nworld\n"), []byte("warn\n"), []byte{1, 2, 3})
 	f.Add([]byte("a\r\nb\rc\xff\xfe\xe2\x82\n--- CRYO END 1 x exit=0 ---\n"), []byte("\x00\x1b[1m"), []byte{0})
 	f.Add([]byte("caf\xc3\xa9\n\xf0\x9f\x98\x80"), []byte(""), []byte{3, 1, 1, 1})
+	f.Add([]byte("x [CRYO:EXIT 0] ok\n[cryo\n:WAKE]\n[Cryo:TODO"), []byte("[CRYO:EXIT 2]\n"), []byte{2, 5})
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, out, errs, cuts []byte) {
 		p := filepath.Join(dir, "cryo.log")
@@ -139,12 +141,19 @@ func FuzzWriteRead(f *testing.F) {
 		}
 		var fromLog []seen
 		for _, l := range ls {
-			if l.Kind == Stdout {
+			if l.Kind == Stdout && strings.Contains(strings.ToLower(l.Text), "[cryo:") {
 				fromLog = append(fromLog, seen{l.N, l.Text})
 			}
 		}
 		if !slices.Equal(cb, fromLog) {
 			t.Fatalf("OnStdoutLine saw %v, the log has %v", cb, fromLog)
+		}
+		ref, ok := b.Ref()
+		if !ok {
+			t.Fatal("Block.Ref after a clean End: not ok")
+		}
+		if tr, err := Trusted(p, ref); err != nil || tr == nil || !sameInfo(tr, info) || !tr.End.End.Equal(info.End.End) {
+			t.Fatalf("Trusted(%+v) = %+v, %v; Latest = %+v", ref, tr, err, info)
 		}
 		if len(ls) != 1+1+len(texts(ls, Stdout))+len(texts(ls, Stderr))+1 {
 			t.Fatalf("unexpected lines in the block: %+v", ls)

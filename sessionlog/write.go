@@ -43,6 +43,7 @@ type Block struct {
 	path      string
 	session   int
 	offset    int64
+	size      int64 // of the whole block, set by an End that succeeded
 	lines     int
 	batch     []byte
 	err       error
@@ -90,6 +91,17 @@ func Begin(path string, session int, start time.Time, meta []string) (*Block, er
 // Latest).
 func (b *Block) Offset() int64 { return b.offset }
 
+// Ref is where the block lies in the log, once End has closed it without an error (ok is false
+// otherwise): what Trusted needs to find it again without reading it.
+func (b *Block) Ref() (ref Ref, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed || b.err != nil || b.size == 0 {
+		return Ref{}, false
+	}
+	return Ref{Session: b.session, Offset: b.offset, Size: b.size, Lines: b.lines}, true
+}
+
 // Lines is the number of lines of the block written so far, counting the SESSION line as 1.
 func (b *Block) Lines() int {
 	b.mu.Lock()
@@ -104,10 +116,12 @@ func (b *Block) Stdout() io.Writer { return &b.out }
 // Stderr is the writer for the agent's standard error ("! " lines).
 func (b *Block) Stderr() io.Writer { return &b.errs }
 
-// OnStdoutLine registers fn, called for each stdout line as it is written, with its line
-// number within the block (the SESSION line is 1) and its sanitized text without prefix. It is
-// how the marker parser reads markers while the agent runs. fn runs with the block locked: it
-// must not call the block's methods. Set it before writing.
+// OnStdoutLine registers fn, called for each stdout line that may hold a marker (it contains
+// "[CRYO:" in any letter case) as it is written, with its line number within the block (the
+// SESSION line is 1) and its sanitized text without prefix. It is how the marker parser reads
+// markers while the agent runs; a line without that text holds no marker, and is passed over
+// without a copy (most of an agent's output). fn runs with the block locked: it must not call
+// the block's methods. Set it before writing.
 func (b *Block) OnStdoutLine(fn func(blockLine int, text string)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -168,6 +182,9 @@ func (b *Block) End(end time.Time, exit int, reason string) error {
 	}
 	if b.err != nil {
 		return fmt.Errorf("session %d: some output was not logged: %w", b.session, b.err)
+	}
+	if fi, err := b.f.Stat(); err == nil && prefix == nil {
+		b.size = fi.Size() - b.offset
 	}
 	return nil
 }
@@ -286,8 +303,27 @@ func (s *stream) wholeLine(line []byte) {
 	end := len(b.batch)
 	b.batch = append(b.batch, '\n')
 	b.lines++
-	if s.prefix == '|' && b.onStdout != nil {
+	if s.prefix == '|' && b.onStdout != nil && MayHoldMarker(b.batch[start+2:end]) {
 		b.onStdout(b.lines, string(b.batch[start+2:end]))
+	}
+}
+
+// MayHoldMarker reports whether text contains "[CRYO:" in any letter case: only such a line
+// can hold a marker (marker.Parser reads nothing else).
+func MayHoldMarker(text []byte) bool {
+	for i := 0; ; {
+		j := bytes.IndexByte(text[i:], '[')
+		if j < 0 {
+			return false
+		}
+		i += j
+		if len(text)-i < 6 {
+			return false
+		}
+		if text[i+1]|0x20 == 'c' && text[i+2]|0x20 == 'r' && text[i+3]|0x20 == 'y' && text[i+4]|0x20 == 'o' && text[i+5] == ':' {
+			return true
+		}
+		i++
 	}
 }
 
@@ -331,7 +367,8 @@ func (s *stream) emitPiece(n int) {
 	b := s.b
 	end := 2 + n
 	var text string
-	if s.prefix == '|' && b.onStdout != nil {
+	call := s.prefix == '|' && b.onStdout != nil && MayHoldMarker(s.san[2:end])
+	if call {
 		text = string(s.san[2:end])
 	}
 	// Put the newline in place (saving the byte it covers) so the line goes out without a copy.
@@ -346,7 +383,7 @@ func (s *stream) emitPiece(n int) {
 		s.san[end] = saved
 		s.san = s.san[:2+copy(s.san[2:], s.san[end:])]
 	}
-	if b.err == nil && s.prefix == '|' && b.onStdout != nil {
+	if b.err == nil && call {
 		b.onStdout(b.lines, text)
 	}
 }

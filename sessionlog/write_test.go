@@ -211,6 +211,9 @@ func TestOnStdoutLineAndConcurrency(t *testing.T) {
 			for i := 0; i < 2000; i++ {
 				// Two writes per line, so that the other stream can come between them.
 				fmt.Fprintf(w.w, "%s %d ", w.name, i)
+				if i%7 == 0 {
+					fmt.Fprintf(w.w, "[cRyO:EXIT 0] ") // OnStdoutLine sees the lines that may hold a marker
+				}
 				fmt.Fprintf(w.w, "%s\n", strings.Repeat("x", i%300))
 			}
 		}()
@@ -232,17 +235,21 @@ func TestOnStdoutLineAndConcurrency(t *testing.T) {
 	}
 	var fromLog []seen
 	for _, l := range ls {
-		if l.Kind == Stdout {
+		if l.Kind == Stdout && strings.Contains(l.Text, "[cRyO:") {
 			fromLog = append(fromLog, seen{l.N, l.Text})
 		}
 	}
-	if !slices.Equal(got, fromLog) {
-		t.Fatalf("OnStdoutLine saw %d lines that differ from the %d in the log", len(got), len(fromLog))
+	if len(fromLog) != 2000/7+1 || !slices.Equal(got, fromLog) {
+		t.Fatalf("OnStdoutLine saw %d lines that differ from the %d marker lines in the log", len(got), len(fromLog))
 	}
 	for _, k := range []Kind{Stdout, Stderr} {
 		name := map[Kind]string{Stdout: "out", Stderr: "err"}[k]
 		for i, s := range texts(ls, k) {
-			if want := fmt.Sprintf("%s %d %s", name, i, strings.Repeat("x", i%300)); s != want {
+			marker := ""
+			if i%7 == 0 {
+				marker = "[cRyO:EXIT 0] "
+			}
+			if want := fmt.Sprintf("%s %d %s%s", name, i, marker, strings.Repeat("x", i%300)); s != want {
 				t.Fatalf("%s line %d = %q, want %q", name, i, s, want)
 			}
 		}

@@ -158,15 +158,40 @@ func Receive(ctx context.Context, env *Env, opts ReceiveOptions) error {
 	if err != nil {
 		return &Error{Err: err}
 	}
+	type item struct{ dir, name string }
+	var items []item
+	if opts.All {
+		// With --all, the months the outbox was rotated into first (oldest first), then the
+		// live outbox.
+		months, err := message.Months(r.fs, outboxDir)
+		if err != nil {
+			return &Error{Err: err}
+		}
+		for _, mo := range months {
+			sub := outboxDir + "/" + mo
+			old, err := message.Names(r.fs, sub)
+			if err != nil {
+				env.warnf("skipping %s: %v", sub, err)
+				continue
+			}
+			for _, n := range old {
+				items = append(items, item{sub, n})
+			}
+		}
+	}
+	for _, n := range names {
+		items = append(items, item{outboxDir, n})
+	}
 	readPath := r.store.path(receivedFile)
 	read := loadReceived(readPath)
 	var list []ReceivedMessage
 	var printed []string
-	for _, name := range names {
+	for _, it := range items {
+		name := it.name
 		if read[name] && !opts.All {
 			continue
 		}
-		m, err := message.Read(r.fs, outboxDir, name)
+		m, err := message.Read(r.fs, it.dir, name)
 		if err != nil {
 			env.warnf("skipping %s: %v", name, err)
 			continue

@@ -74,6 +74,7 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 	// The claim is committed by saving the state (phase running, the claimed names); only then
 	// are the files moved, so a crash at any point leaves the batch in the inbox or the archive,
 	// and the next command hands the same batch to the same session.
+	r.rotateMailbox()
 	names, err := r.claimNames()
 	if err != nil {
 		names = nil // an unreadable inbox waits; the session runs

@@ -89,8 +89,11 @@ type State struct {
 	LastAlert *AlertRecord    `json:"last_alert,omitempty"`
 	// ConfigSeen is the hash of the chamber's cryo.toml when an edit that is not in force was
 	// last reported, so that one edit is reported once.
-	ConfigSeen string    `json:"config_seen,omitempty"`
-	Updated    time.Time `json:"updated"`
+	ConfigSeen string `json:"config_seen,omitempty"`
+	// Rotated is the first month whose outbox items and claimed messages stay in the live
+	// mailbox directories: older ones were moved to month directories (rotateMailbox).
+	Rotated string    `json:"rotated,omitempty"`
+	Updated time.Time `json:"updated"`
 }
 
 // Why says why a session runs (or the next one will).

@@ -241,8 +241,14 @@ func TestEmailServerDown(t *testing.T) {
 // A sync killed after mailing and before recording it leaves the item pending; the next sync
 // sends it again with the same Message-ID (SMTP cannot be asked what it took), which a mail
 // client shows once. A sync killed after writing the inbox and before recording it does not
-// write the message twice, even once a session moved it to the archive.
+// write the message twice, even once a session moved it to the archive, or the archive was
+// rotated into its month directory.
 func TestEmailInterrupted(t *testing.T) {
+	t.Run("archive", func(t *testing.T) { emailInterrupted(t, false) })
+	t.Run("archive month", func(t *testing.T) { emailInterrupted(t, true) })
+}
+
+func emailInterrupted(t *testing.T, rotated bool) {
 	f := newEmailFixture(t)
 	noErr(t, f.sync(t))
 	item := f.outbox(t, t0.Add(time.Minute), message.KindReply, "agent", "hello\n")
@@ -259,9 +265,16 @@ func TestEmailInterrupted(t *testing.T) {
 	if len(in) != 1 {
 		t.Fatalf("inbox after the kill: %v", in)
 	}
-	// A session claims it meanwhile.
+	// A session claims it meanwhile (and a later one rotates the archive).
+	archive := filepath.Join(f.dir, message.ArchiveDir)
 	for name := range in {
-		if err := os.Rename(filepath.Join(f.dir, message.InboxDir, name+".md"), filepath.Join(f.dir, message.ArchiveDir, name+".md")); err != nil {
+		if rotated {
+			archive = filepath.Join(f.dir, message.ArchiveDir, name[:4]+"-"+name[4:6])
+			if err := os.MkdirAll(archive, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Rename(filepath.Join(f.dir, message.InboxDir, name+".md"), filepath.Join(archive, name+".md")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -279,7 +292,7 @@ func TestEmailInterrupted(t *testing.T) {
 	if len(r.Pulled) != 0 || len(r.Pushed) != 1 {
 		t.Fatalf("sync after the kills = %+v", r)
 	}
-	if len(f.inbox(t)) != 0 || len(readDir(t, filepath.Join(f.dir, message.ArchiveDir))) != 1 {
+	if len(f.inbox(t)) != 0 || len(readDir(t, archive)) != 1 {
 		t.Error("the message entered the inbox twice")
 	}
 	mails := f.smtp.Messages()

@@ -259,10 +259,15 @@ func (s *syncer) pull(ctx context.Context, ch Channel, st *State, now time.Time,
 }
 
 // inInbox reports whether an inbox message of that ID exists, in the inbox or (claimed by a
-// session) in the archive. The inbox is looked at first: a session moves messages from there
-// to the archive, never back, so a message moved between the two looks is still seen.
+// session) in the archive, or in the archive's month directory (message.Rotate). The inbox is
+// looked at first: a session moves messages from there to the archive and on to the month,
+// never back, so a message moved between two looks is still seen.
 func (s *syncer) inInbox(id string) (bool, error) {
-	for _, d := range []string{message.InboxDir, message.ArchiveDir} {
+	dirs := []string{message.InboxDir, message.ArchiveDir}
+	if len(id) >= 6 {
+		dirs = append(dirs, message.ArchiveDir+"/"+id[:4]+"-"+id[4:6])
+	}
+	for _, d := range dirs {
 		_, err := message.Read(s.fs, d, id+".md")
 		var perr *message.ParseError
 		switch {

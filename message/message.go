@@ -367,6 +367,27 @@ func Names(fs *confined.Dir, dir string) ([]string, error) {
 	return names, nil
 }
 
+// Count is how many names of dir look like messages (regular files with a message name),
+// from the directory listing alone: nothing is opened or stat'ed, so it costs the same for a
+// month of hourly replies as Names costs for a handful. A message being published and a hard
+// link count too (Names leaves them out); it is the number `status` shows, not a list to read.
+func Count(fs *confined.Dir, dir string) (int, error) {
+	ents, err := fs.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		if e.Type().IsRegular() && ValidName(e.Name()) {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // Read loads one message file, bounded by MaxSize. A name that is not a regular file (a symlink
 // to a private key, a FIFO) is refused without being followed or waited on.
 func Read(fs *confined.Dir, dir, name string) (*Message, error) {
@@ -378,4 +399,129 @@ func Read(fs *confined.Dir, dir, name string) (*Message, error) {
 		return nil, err
 	}
 	return Parse(name, data)
+}
+
+// Month directories: messages older than a few weeks are moved out of the live directories
+// into one directory per month, so that the directories every command lists stay small
+// whatever the age of the chamber (a chamber answering every hour writes 8,760 replies a
+// year).
+
+// MonthLayout names a month directory: "2026-11".
+const MonthLayout = "2006-01"
+
+// namePrefix is the UTC time every message name cryochamber makes starts with (NewID, replies,
+// notices, alerts, messages a sync pulled), to the second.
+const namePrefix = "20060102T150405"
+
+// monthOf is the month directory of a message name, or "" when the name does not start with
+// a time.
+func monthOf(name string) string {
+	if len(name) < len(namePrefix) {
+		return ""
+	}
+	if _, err := time.Parse(namePrefix, name[:len(namePrefix)]); err != nil {
+		return ""
+	}
+	return name[:4] + "-" + name[4:6]
+}
+
+// Months lists the month directories of dir (see Rotate), oldest first. Anything else in dir
+// (a file, a symlink, another name) is not a month.
+func Months(fs *confined.Dir, dir string) ([]string, error) {
+	ents, err := fs.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var months []string
+	for _, e := range ents {
+		if !e.IsDir() || e.Type()&os.ModeSymlink != 0 {
+			continue
+		}
+		if t, err := time.Parse(MonthLayout, e.Name()); err == nil && t.Format(MonthLayout) == e.Name() {
+			months = append(months, e.Name())
+		}
+	}
+	sort.Strings(months)
+	return months, nil
+}
+
+// Rotate moves every message of dir named before cutoff (by the UTC time its name starts with)
+// into the month directory dir/YYYY-MM of that time (created 0700), and returns how many it
+// moved. A name without a time stays. Each move is a link(2) then the removal of the old name,
+// so a message is never lost nor overwritten: a crash in between leaves it under both names,
+// which the next Rotate resolves. A month name that is not a real directory (a symlink, a file)
+// is left alone, with the messages of that month.
+func Rotate(fs *confined.Dir, dir string, cutoff time.Time) (int, error) {
+	// Not Names: a message left under two names by a Rotate that died between its link and the
+	// removal is one to finish moving (Names leaves out files with two names). Rotate never
+	// reads a message, so a hard link to a file elsewhere is only moved, never opened.
+	ents, err := fs.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var names []string
+	for _, e := range ents {
+		if e.Type().IsRegular() && ValidName(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	limit := cutoff.UTC().Format(namePrefix)
+	moved := 0
+	made := map[string]bool{}
+	for _, name := range names {
+		month := monthOf(name)
+		if month == "" || name[:len(namePrefix)] >= limit {
+			continue
+		}
+		sub := path.Join(dir, month)
+		if ok, seen := made[sub]; !seen {
+			if err := fs.MkdirAll(sub, DirMode); err == nil {
+				fi, err := fs.Lstat(sub)
+				ok = err == nil && fi.IsDir()
+			}
+			made[sub] = ok
+			if !ok {
+				continue
+			}
+		} else if !ok {
+			continue
+		}
+		from, to := path.Join(dir, name), path.Join(sub, name)
+		if err := fs.Link(from, to); err != nil {
+			if !errors.Is(err, os.ErrExist) {
+				return moved, fmt.Errorf("move %s to %s: %w", from, sub, err)
+			}
+			// Already there: the same file (a Rotate that died after its link), or another
+			// message under the same name, which is then left where it is.
+			a, aerr := fs.Lstat(from)
+			b, berr := fs.Lstat(to)
+			if aerr != nil || berr != nil || !os.SameFile(a, b) {
+				continue
+			}
+		}
+		if err := fs.Remove(from); err != nil {
+			return moved, fmt.Errorf("move %s to %s: %w", from, sub, err)
+		}
+		moved++
+	}
+	if moved > 0 {
+		for sub, ok := range made {
+			if ok {
+				if err := fs.SyncDir(sub); err != nil {
+					return moved, err
+				}
+			}
+		}
+		if err := fs.SyncDir(dir); err != nil {
+			return moved, err
+		}
+	}
+	return moved, nil
 }

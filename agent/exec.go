@@ -305,25 +305,58 @@ const (
 )
 
 // ReadFrom is what os/exec's copy from the agent's pipe ends up calling (os.File's WriteTo falls
-// back to io.Copy, which prefers the destination's ReaderFrom): it reads in readChunk pieces,
-// after asking the kernel for a larger pipe (Linux; silently kept as it is where refused).
+// back to io.Copy, which prefers the destination's ReaderFrom). It asks the kernel for a larger
+// pipe (Linux; silently kept as it is where refused), reads it in readChunk pieces, and reads
+// the next piece while the writer (the log: sanitizing, prefixing, writing) handles the last
+// one, so that an agent that prints fast is read at the pace of the slower of the two, not of
+// both in turn. Two buffers, so at most 2 MiB is held.
 func (g *guardWriter) ReadFrom(r io.Reader) (int64, error) {
 	growPipe(r, pipeSize)
-	buf := make([]byte, readChunk)
-	var n int64
-	for {
-		k, err := r.Read(buf)
-		if k > 0 {
-			n += int64(k)
-			_, _ = g.Write(buf[:k])
+	type piece struct {
+		buf []byte
+		n   int
+		err error
+	}
+	full := make(chan piece, 1)
+	free := make(chan []byte, 2)
+	free <- make([]byte, readChunk)
+	free <- make([]byte, readChunk)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			var buf []byte
+			select {
+			case buf = <-free:
+			case <-done:
+				return
+			}
+			k, err := r.Read(buf)
+			select {
+			case full <- piece{buf, k, err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
+			}
 		}
-		if err == io.EOF {
+	}()
+	var n int64
+	for p := range full {
+		if p.n > 0 {
+			n += int64(p.n)
+			_, _ = g.Write(p.buf[:p.n])
+		}
+		if p.err == io.EOF {
 			return n, nil
 		}
-		if err != nil {
-			return n, err
+		if p.err != nil {
+			return n, p.err
 		}
+		free <- p.buf
 	}
+	return n, nil
 }
 
 // guard wraps w for cmd.Stdout/Stderr. Files go to the child as they are (no copy needed).

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 
 	"github.com/cryochamber/cryochamber/marker"
 	"github.com/cryochamber/cryochamber/sessionlog"
@@ -63,11 +64,31 @@ func (r *runner) recordBlock(ref sessionlog.Ref, rec *markerRecorder) {
 	}
 	data, err := json.Marshal(cb)
 	if err == nil {
-		err = r.store.write(blockName, data, nil)
+		err = writeCache(r.store.path(blockName), data)
 	}
 	if err != nil {
 		r.warnf("cannot record where session %d lies in %s (the next reader reads it again): %v", ref.Session, LogFile, err)
 	}
+}
+
+// writeCache replaces path with data through a temporary file and a rename, without fsync: a
+// cache that every reader checks, which a crash may leave old or empty (then unused), never
+// half-written. Its fsyncs cost more than the rest of its write on a busy disk.
+func writeCache(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	if err := errors.Join(werr, f.Chmod(0o600), f.Close()); err != nil {
+		_ = os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		_ = os.Remove(f.Name())
+		return err
+	}
+	return nil
 }
 
 // closedBlock reads block.json, or nil when there is none or it cannot be used.

@@ -185,7 +185,8 @@ func (r *runner) save() error {
 		return &Error{Msg: "cannot save the state", Err: err, Hint: "check that " + string(r.store) + " is writable and its disk not full"}
 	}
 	if r.fs != nil {
-		if err := r.fs.WriteFile(StateFile, data, 0o600, nil); err != nil {
+		// A view, never read back: no fsync (the state above is the durable copy).
+		if err := r.fs.WriteView(StateFile, data, 0o600); err != nil {
 			r.warnf("cannot update the view %s in the chamber: %v", StateFile, err)
 		}
 	}

@@ -277,7 +277,8 @@ func (r *runner) writePrompt(prompt string) error {
 	if err := r.fs.MkdirAll(PrivateDir, 0o700); err != nil {
 		return err
 	}
-	return r.fs.WriteFile(filepath.Join(PrivateDir, PromptName), []byte(prompt), 0o600, nil)
+	// Read by the agent at once and written again by every session: no fsync.
+	return r.fs.WriteView(filepath.Join(PrivateDir, PromptName), []byte(prompt), 0o600)
 }
 
 // checkPrivateDir moves aside whatever took the name of the chamber's .cryo directory (a plain

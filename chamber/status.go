@@ -163,8 +163,9 @@ func Status(ctx context.Context, env *Env, opts StatusOptions) (*StatusInfo, err
 	s.Upcoming = r.upcoming()
 	if r.fs != nil {
 		s.Inbox = r.inboxCount()
-		if names, err := message.Names(r.fs, outboxDir); err == nil {
-			s.Outbox = len(names)
+		// Counted from the listing alone: the live outbox holds up to two months of replies.
+		if n, err := message.Count(r.fs, outboxDir); err == nil {
+			s.Outbox = n
 		}
 	}
 	s.Undelivered = r.undelivered()

@@ -92,7 +92,7 @@ func (r *runner) saveTodos(l *todoList) error {
 	}
 	r.todos = l
 	if r.fs != nil {
-		if err := r.fs.WriteFile(todoName, append(data, '\n'), 0o600, nil); err != nil {
+		if err := r.fs.WriteView(todoName, append(data, '\n'), 0o600); err != nil {
 			r.warnf("cannot update the view %s in the chamber: %v", todoName, err)
 		}
 	}

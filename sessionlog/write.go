@@ -44,6 +44,7 @@ type Block struct {
 	session   int
 	offset    int64
 	size      int64 // of the whole block, set by an End that succeeded
+	unsynced  int64 // bytes written since the last startWriteback
 	lines     int
 	batch     []byte
 	err       error
@@ -209,9 +210,11 @@ func (b *Block) emit(line []byte) {
 	}
 	b.lines++
 	if len(line) > batchMax {
-		if _, err := b.f.Write(line); err != nil {
+		k, err := b.f.Write(line)
+		if err != nil {
 			b.err = fmt.Errorf("write %s: %w", b.path, err)
 		}
+		b.written(k)
 		return
 	}
 	b.batch = append(b.batch, line...)
@@ -223,12 +226,28 @@ func (b *Block) flush() error {
 		b.batch = b.batch[:0]
 		return b.err
 	}
-	_, err := b.f.Write(b.batch)
+	k, err := b.f.Write(b.batch)
 	b.batch = b.batch[:0]
 	if err != nil {
 		b.err = fmt.Errorf("write %s: %w", b.path, err)
 	}
+	b.written(k)
 	return b.err
+}
+
+// writebackEvery is how much output a block lets pile up in the page cache before it asks the
+// kernel to start writing it out (startWriteback): the fsync at END then waits for the last
+// few megabytes, not for everything an agent printed.
+const writebackEvery = 8 << 20
+
+// written counts n bytes just written, and starts the writeback of what piled up since the
+// last start once it reaches writebackEvery.
+func (b *Block) written(n int) {
+	b.unsynced += int64(n)
+	if b.unsynced >= writebackEvery {
+		startWriteback(b.f, b.unsynced)
+		b.unsynced = 0
+	}
 }
 
 // stream turns one output stream of the agent into prefixed, sanitized lines.

@@ -36,7 +36,11 @@ var words = []string{"build", "the", "tests", "passed", "PR", "#41", "review", "
 
 // session returns the n-th generated session (n from 1); rng shapes its body.
 func session(n int, rng *rand.Rand) genSession {
-	start := genStart.Add(time.Duration(n-1) * 6 * time.Hour)
+	return sessionAt(n, genStart.Add(time.Duration(n-1)*6*time.Hour), rng)
+}
+
+// sessionAt is session n, started at start.
+func sessionAt(n int, start time.Time, rng *rand.Rand) genSession {
 	dur := time.Duration(30+rng.IntN(600)) * time.Second
 	s := genSession{n: n, start: start, end: start.Add(dur)}
 	s.meta = []string{

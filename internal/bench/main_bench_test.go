@@ -93,6 +93,8 @@ var (
 // Sections of the table.
 const (
 	groupLog = iota + 1
+	groupYears
+	groupChambers
 	groupWake
 	groupPhase
 	groupArm

@@ -179,6 +179,22 @@ func (d *Dir) WriteFile(name string, data []byte, perm fs.FileMode, beforeRename
 	return d.SyncDir(path.Dir(name))
 }
 
+// WriteView replaces name with data like WriteFile, without the fsyncs: for a view that is
+// rewritten from the authoritative copy at every save and never read back as truth (the
+// chamber's timer.json, todo.json, the prompt). A crash may leave the previous content, or an
+// empty file, until the next save; a reader still sees the old file or the new one, never a mix.
+func (d *Dir) WriteView(name string, data []byte, perm fs.FileMode) error {
+	tmp, err := d.writeTempSync(name, data, perm, false)
+	if err != nil {
+		return err
+	}
+	if err := d.root.Rename(tmp, name); err != nil {
+		_ = d.root.Remove(tmp)
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
+}
+
 // CreateNew publishes data under name only if name does not exist yet (os.ErrExist otherwise):
 // a temporary file, fsynced, then hard-linked to name, which fails rather than replace anything.
 func (d *Dir) CreateNew(name string, data []byte, perm fs.FileMode) error {
@@ -193,8 +209,13 @@ func (d *Dir) CreateNew(name string, data []byte, perm fs.FileMode) error {
 	return d.SyncDir(path.Dir(name))
 }
 
-// writeTemp writes data to a new hidden temporary file beside name and returns its name.
+// writeTemp writes data to a new hidden temporary file beside name, fsynced, and returns its
+// name.
 func (d *Dir) writeTemp(name string, data []byte, perm fs.FileMode) (string, error) {
+	return d.writeTempSync(name, data, perm, true)
+}
+
+func (d *Dir) writeTempSync(name string, data []byte, perm fs.FileMode, sync bool) (string, error) {
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := path.Join(path.Dir(name), "."+path.Base(name)+".tmp-"+hex.EncodeToString(rnd[:]))
@@ -217,8 +238,10 @@ func (d *Dir) writeTemp(name string, data []byte, perm fs.FileMode) (string, err
 	if _, err := f.Write(data); err != nil {
 		return "", fmt.Errorf("write %s: %w", name, err)
 	}
-	if err := f.Sync(); err != nil {
-		return "", fmt.Errorf("write %s: fsync: %w", name, err)
+	if sync {
+		if err := f.Sync(); err != nil {
+			return "", fmt.Errorf("write %s: fsync: %w", name, err)
+		}
 	}
 	if err := f.Close(); err != nil {
 		return "", fmt.Errorf("write %s: %w", name, err)
@@ -259,8 +282,21 @@ func (d *Dir) ReadDir(name string) ([]fs.DirEntry, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return f.ReadDir(-1)
+	return d.readDir(f, name)
 }
+
+// dirEntry is an entry whose type came from the directory listing itself; Info asks the root.
+type dirEntry struct {
+	d         *Dir
+	dir, name string
+	typ       fs.FileMode
+}
+
+func (e *dirEntry) Name() string               { return e.name }
+func (e *dirEntry) IsDir() bool                { return e.typ.IsDir() }
+func (e *dirEntry) Type() fs.FileMode          { return e.typ }
+func (e *dirEntry) Info() (fs.FileInfo, error) { return e.d.root.Lstat(path.Join(e.dir, e.name)) }
+func (e *dirEntry) String() string             { return fs.FormatDirEntry(e) }
 
 // MkdirAll makes the directory name and its parents with mode perm, and gives an existing name
 // that mode. Every element must be a real directory: a symlink or a file in the way is an error.

@@ -20,16 +20,26 @@ func setup(t *testing.T) (*Dir, string) {
 	must(t, os.WriteFile(filepath.Join(base, "secret"), []byte("SECRET"), 0o600))
 	must(t, os.WriteFile(filepath.Join(ch, "plain"), []byte("plain"), 0o644))
 	must(t, os.WriteFile(filepath.Join(ch, "sub", "in"), []byte("in"), 0o644))
-	must(t, os.Symlink("../secret", filepath.Join(ch, "out-link")))
-	must(t, os.Symlink(filepath.Join(base, "secret"), filepath.Join(ch, "abs-link")))
-	must(t, os.Symlink("sub/in", filepath.Join(ch, "in-link")))
+	setupLinks(t, base)
 	must(t, os.Symlink("..", filepath.Join(ch, "up")))
 	must(t, os.Symlink("sub", filepath.Join(ch, "sub-link")))
-	must(t, syscall.Mkfifo(filepath.Join(ch, "fifo"), 0o644))
 	d, err := Open(ch)
 	must(t, err)
 	t.Cleanup(func() { d.Close() })
 	return d, base
+}
+
+// setupLinks (re)plants the traps a write must replace, never follow.
+func setupLinks(t *testing.T, base string) {
+	t.Helper()
+	ch := filepath.Join(base, "chamber")
+	for _, n := range []string{"out-link", "abs-link", "in-link", "fifo"} {
+		_ = os.Remove(filepath.Join(ch, n))
+	}
+	must(t, os.Symlink("../secret", filepath.Join(ch, "out-link")))
+	must(t, os.Symlink(filepath.Join(base, "secret"), filepath.Join(ch, "abs-link")))
+	must(t, os.Symlink("sub/in", filepath.Join(ch, "in-link")))
+	must(t, syscall.Mkfifo(filepath.Join(ch, "fifo"), 0o644))
 }
 
 func must(t *testing.T, err error) {
@@ -105,6 +115,16 @@ func TestWriteReplacesASymlinkInsteadOfFollowingIt(t *testing.T) {
 		must(t, err)
 		if !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s after WriteFile: %v, want a regular 0600 file", name, fi.Mode())
+		}
+	}
+	// WriteView (no fsync) replaces a symlink the same way.
+	setupLinks(t, base)
+	for _, name := range []string{"out-link", "abs-link", "in-link", "fifo"} {
+		done(t, "view "+name, func() { must(t, d.WriteView(name, []byte("view"), 0o600)) })
+		fi, err := d.Lstat(name)
+		must(t, err)
+		if b, _ := d.ReadFile(name, 10); !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 || string(b) != "view" {
+			t.Errorf("%s after WriteView: %v %q, want a regular 0600 file", name, fi.Mode(), b)
 		}
 	}
 	if b, _ := os.ReadFile(filepath.Join(base, "secret")); string(b) != "SECRET" {

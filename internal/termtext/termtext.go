@@ -65,6 +65,27 @@ func Append(dst, src []byte, inRun bool) ([]byte, bool) {
 			if c < utf8.RuneSelf {
 				break
 			}
+			// Two- and three-byte sequences (accented letters, most symbols) are checked here
+			// without a call: well-formed, and for two bytes not a C1 control (0xC2 0x80 to
+			// 0xC2 0x9F). Anything else goes through utf8.DecodeRune below.
+			if c >= 0xC2 && c <= 0xDF && j+1 < len(src) {
+				if c1 := src[j+1]; c1&0xC0 == 0x80 && (c != 0xC2 || c1 >= 0xA0) {
+					j += 2
+					continue
+				}
+			} else if c >= 0xE0 && c <= 0xEF && j+2 < len(src) {
+				lo, hi := byte(0x80), byte(0xBF)
+				switch c {
+				case 0xE0:
+					lo = 0xA0 // no overlong form
+				case 0xED:
+					hi = 0x9F // no surrogate
+				}
+				if c1, c2 := src[j+1], src[j+2]; c1 >= lo && c1 <= hi && c2&0xC0 == 0x80 {
+					j += 3
+					continue
+				}
+			}
 			r, size := utf8.DecodeRune(src[j:])
 			if r == utf8.RuneError && size == 1 || r <= 0x9f {
 				break

@@ -90,6 +90,13 @@ func FuzzSanitizeMatchesReference(f *testing.F) {
 	for _, tt := range sanitizeCases {
 		f.Add([]byte(tt.in), tt.run)
 	}
+	// The edges of the inline two- and three-byte checks: C1 controls and the first byte after
+	// them, overlong forms, surrogates, cut sequences, U+FFFD itself.
+	for _, in := range []string{"a\xc2\x80b", "a\xc2\x9fb", "a\xc2\xa0b", "\xdf\xbf", "\xc1\xbf", "\xe0\x9f\x80", "\xe0\xa0\x80",
+		"\xed\x9f\xbf", "\xed\xa0\x80", "\xef\xbf\xbd", "x\xc3", "x\xe2\x82", "\xe2\x82\xacx\xe2\x28\xa1", "\xf0\x9f\x98\x80"} {
+		f.Add([]byte(in), false)
+		f.Add([]byte(in), true)
+	}
 	f.Fuzz(func(t *testing.T, in []byte, run bool) {
 		want, wantRun := sanitizeReference(nil, in, run)
 		got, gotRun := Append(nil, in, run)

@@ -1,9 +1,11 @@
 #!/bin/sh
 # make bench: every measurement of docs/BENCHMARKS.md at full size (logs of 1 MiB to 1 GiB, a
-# 500 MB agent output, 31 wakes, 24 timer firings), against the binary `make build` made, then
-# one table. It needs root, unshare and /lib/systemd/systemd (a private systemd user manager, as
-# the tests use), GNU time (/usr/bin/time, for peak RSS) and strace (for the wake's phases);
-# about 3 GB free in $TMPDIR; and takes a few minutes (2 to 3 here). It is not part of `make test`.
+# five-year chamber, 1/10/100 chambers in one user manager, a 505 MiB latest block, a 500 MB
+# agent output, 31 wakes, 24 timer firings), against the binary `make build` made (or
+# $CRYOCHAMBER), then one table. It needs root, unshare and /lib/systemd/systemd (private systemd
+# user managers, as the tests use), GNU time (/usr/bin/time, for peak RSS) and strace (for the
+# wake's phases); about 5 GB free in $TMPDIR; and takes a few minutes (about 3 here). It is not
+# part of `make test`.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${CRYOCHAMBER:-$root/bin/cryochamber}

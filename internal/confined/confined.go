@@ -285,19 +285,6 @@ func (d *Dir) ReadDir(name string) ([]fs.DirEntry, error) {
 	return d.readDir(f, name)
 }
 
-// dirEntry is an entry whose type came from the directory listing itself; Info asks the root.
-type dirEntry struct {
-	d         *Dir
-	dir, name string
-	typ       fs.FileMode
-}
-
-func (e *dirEntry) Name() string               { return e.name }
-func (e *dirEntry) IsDir() bool                { return e.typ.IsDir() }
-func (e *dirEntry) Type() fs.FileMode          { return e.typ }
-func (e *dirEntry) Info() (fs.FileInfo, error) { return e.d.root.Lstat(path.Join(e.dir, e.name)) }
-func (e *dirEntry) String() string             { return fs.FormatDirEntry(e) }
-
 // MkdirAll makes the directory name and its parents with mode perm, and gives an existing name
 // that mode. Every element must be a real directory: a symlink or a file in the way is an error.
 func (d *Dir) MkdirAll(name string, perm fs.FileMode) error {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"io/fs"
 	"os"
+	"path"
 
 	"golang.org/x/sys/unix"
 )
@@ -80,3 +81,16 @@ func (d *Dir) readDir(f *os.File, dir string) ([]fs.DirEntry, error) {
 		}
 	}
 }
+
+// dirEntry is an entry whose type came from the directory listing itself; Info asks the root.
+type dirEntry struct {
+	d         *Dir
+	dir, name string
+	typ       fs.FileMode
+}
+
+func (e *dirEntry) Name() string               { return e.name }
+func (e *dirEntry) IsDir() bool                { return e.typ.IsDir() }
+func (e *dirEntry) Type() fs.FileMode          { return e.typ }
+func (e *dirEntry) Info() (fs.FileInfo, error) { return e.d.root.Lstat(path.Join(e.dir, e.name)) }
+func (e *dirEntry) String() string             { return fs.FormatDirEntry(e) }

@@ -70,7 +70,7 @@ func TestFiftyWakesAtOnce(t *testing.T) {
 	agent := `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt
 sleep 0.3
-echo "[CRYO:EXIT 0] ok"
+if [ -e exit-2 ]; then echo "[CRYO:EXIT 2] failed"; else echo "[CRYO:EXIT 0] ok"; fi
 if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE +7s]"; else echo "[CRYO:WAKE +1h]"; fi
 `
 	dir, env := newChamber(t, m, "fifty", agent, "watch_inbox = false\n")
@@ -119,7 +119,7 @@ if [ -e pause-agent ]; then
 	i=0
 	while [ -e pause-agent ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
 fi
-echo "[CRYO:EXIT 0] ok"
+if [ -e exit-2 ]; then echo "[CRYO:EXIT 2] failed"; else echo "[CRYO:EXIT 0] ok"; fi
 if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE +1h]"; else echo "[CRYO:WAKE +2h]"; fi
 `
 
@@ -187,22 +187,20 @@ func TestWakeRacesCancel(t *testing.T) {
 				t.Fatalf("phase %s session %d; want running session 2 and no block 2 yet", st.Phase, st.Session)
 			}
 		}},
-		{"state-temp:2", func(t *testing.T, dir, unit1 string) { // the session's own dead-man being recorded
-			st, next := state(t, dir), pending(t, dir)
-			if st.Phase != chamber.PhaseRunning || next.Phase != chamber.PhaseRunning || next.Timers.Fallback == nil || st.Timers.Fallback == nil ||
-				!next.Timers.Fallback.Before(*st.Timers.Fallback) || logHas(dir, `^--- CRYO SESSION 2 `) {
-				t.Fatalf("dead-man %v being written over %v; want session 2's earlier dead-man recorded before its block", next.Timers.Fallback, st.Timers.Fallback)
-			}
-		}},
-		{"state-temp:3", func(t *testing.T, dir, unit1 string) { // block 2 begun, its offset being saved
-			st, next := state(t, dir), pending(t, dir)
-			if !logHas(dir, `^--- CRYO SESSION 2 `) || next.Phase != chamber.PhaseRunning || next.LogOffset <= st.LogOffset || countLines(t, filepath.Join(dir, "runs.txt"), "ran 2") != 0 {
-				t.Fatalf("offset %d being written over %d; want block 2 begun, its offset being saved, the agent not started", next.LogOffset, st.LogOffset)
-			}
-		}},
 		{"header", func(t *testing.T, dir, unit1 string) { // the agent is about to start
 			if !logHas(dir, `^--- CRYO SESSION 2 `) || logHas(dir, `^--- CRYO END 2 `) || countLines(t, filepath.Join(dir, "runs.txt"), "ran 2") != 0 {
 				t.Fatal("want block 2 begun and the agent not started")
+			}
+		}},
+		{"state-temp:2", func(t *testing.T, dir, unit1 string) { // the agent's group, the session's dead-man and block 2's offset being recorded
+			st, next := state(t, dir), pending(t, dir)
+			if st.Phase != chamber.PhaseRunning || st.Holder == nil || st.Holder.Agent != nil || next.Holder == nil || next.Holder.Agent == nil ||
+				countLines(t, filepath.Join(dir, "runs.txt"), "ran 2") != 1 || !logHas(dir, `^--- CRYO SESSION 2 `) {
+				t.Fatalf("holder %+v being written over %+v; want the started agent's group recorded", next.Holder, st.Holder)
+			}
+			if next.LogOffset <= st.LogOffset || next.Timers.Fallback == nil || st.Timers.Fallback == nil || !next.Timers.Fallback.Before(*st.Timers.Fallback) {
+				t.Fatalf("offset %d over %d, dead-man %v over %v; want block 2's offset and session 2's earlier dead-man saved with the group",
+					next.LogOffset, st.LogOffset, next.Timers.Fallback, st.Timers.Fallback)
 			}
 		}},
 		{"agent", func(t *testing.T, dir, unit1 string) { // the agent is running (it paused itself)
@@ -220,20 +218,13 @@ func TestWakeRacesCancel(t *testing.T) {
 				t.Fatalf("phase %s; want running with session 3's wake timer installed", st.Phase)
 			}
 		}},
-		{"state-temp:4", func(t *testing.T, dir, unit1 string) { // the agent's process group being recorded
-			st, next := state(t, dir), pending(t, dir)
-			if st.Phase != chamber.PhaseRunning || st.Holder == nil || st.Holder.Agent != nil || next.Holder == nil || next.Holder.Agent == nil ||
-				countLines(t, filepath.Join(dir, "runs.txt"), "ran 2") != 1 {
-				t.Fatalf("holder %+v being written over %+v; want the started agent's group recorded", next.Holder, st.Holder)
-			}
-		}},
-		{"state-temp:5", func(t *testing.T, dir, unit1 string) { // hibernation being saved, after its cancel check
+		{"state-temp:3", func(t *testing.T, dir, unit1 string) { // hibernation being saved, after its cancel check
 			st, next := state(t, dir), pending(t, dir)
 			if st.Phase != chamber.PhaseRunning || next.Phase != chamber.PhaseArmed || next.Session != 2 || next.Holder != nil {
 				t.Fatalf("state %s, being written %s session %d; want running, then armed after session 2", st.Phase, next.Phase, next.Session)
 			}
 		}},
-		{"state-temp:6", func(t *testing.T, dir, unit1 string) { // the last save, after both cancel checks
+		{"state-temp:4", func(t *testing.T, dir, unit1 string) { // the last save (after an alert: EXIT 2), after both cancel checks
 			st, next := state(t, dir), pending(t, dir)
 			if st.Phase != chamber.PhaseArmed || st.Session != 2 || next.Phase != chamber.PhaseArmed || next.Session != 2 {
 				t.Fatalf("state %s session %d, being written %s session %d; want armed after session 2, saved again", st.Phase, st.Session, next.Phase, next.Session)
@@ -247,6 +238,13 @@ func TestWakeRacesCancel(t *testing.T) {
 	for _, c := range cases {
 		t.Run(strings.ReplaceAll(c.point, ":", "#"), func(t *testing.T) {
 			dir, env := newChamber(t, m, "race", raceAgent, "watch_inbox = false\n")
+			if c.point == "state-temp:4" {
+				// The last save is written only when something changed after the hibernation's
+				// own save: an alert (EXIT 2) or a notice.
+				if err := os.WriteFile(filepath.Join(dir, "exit-2"), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			pause := filepath.Join(t.TempDir(), "paused")
 			wakeEnv := append(append([]string(nil), env...), "CRYOCHAMBER_PAUSE_AT="+c.point, "CRYOCHAMBER_PAUSE_FILE="+pause)
 			if c.point == "agent" {
@@ -437,7 +435,7 @@ func TestTwoChambersSameSecond(t *testing.T) {
 	at := time.Now().UTC().Add(9 * time.Second).Truncate(time.Second).Format(time.RFC3339)
 	agent := `#!/bin/sh
 echo "ran $CRYO_SESSION $(date -u +%s)" >> runs.txt
-echo "[CRYO:EXIT 0] ok"
+if [ -e exit-2 ]; then echo "[CRYO:EXIT 2] failed"; else echo "[CRYO:EXIT 0] ok"; fi
 if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE ` + at + `]"; fi
 `
 	a, _ := newChamber(t, m, "alpha", agent, "")

@@ -33,7 +33,12 @@ if [ -e crash-output ]; then
 	kill -9 $PPID
 	exit 0
 fi
-echo "[CRYO:EXIT 0] session $CRYO_SESSION"
+if [ -e exit-2 ]; then
+	rm exit-2
+	echo "[CRYO:EXIT 2] session $CRYO_SESSION failed"
+else
+	echo "[CRYO:EXIT 0] session $CRYO_SESSION"
+fi
 echo "[CRYO:WAKE +1h]"
 case "$last" in *"Messages claimed"*) echo '[CRYO:REPLY "ok"]';; esac
 `
@@ -80,12 +85,10 @@ func TestCrashPoints(t *testing.T) {
 		"output",       // the agent is printing (it kills its parent)
 		"ended",        // the END line is appended; nothing judged or armed
 		"state-temp:1", // writing the state (the claim), before the rename
-		"state-temp:2", // writing the state (the session's own dead-man timer), before the rename
-		"state-temp:3", // writing the state (the log offset), before the rename
-		"state-temp:4", // writing the state (the running agent's process group), before the rename
+		"state-temp:2", // writing the state (the agent's process group, the session's dead-man, the log offset), before the rename
 		"armed",        // both timers armed; the state not saved
-		"state-temp:5", // writing the state (armed), before the rename
-		"state-temp:6", // writing the state again at the end of the hibernation, before the rename
+		"state-temp:3", // writing the state (armed), before the rename
+		"state-temp:4", // writing the state again after an alert (the agent says EXIT 2), before the rename
 	}
 	const rounds = 3
 	for _, point := range points {
@@ -123,6 +126,13 @@ func crashOnce(t *testing.T, m *systemdtest.Manager, point string, round int) {
 	msgID := onlyMessage(t, filepath.Join(dir, message.InboxDir))
 
 	crashEnv := env
+	if point == "state-temp:4" {
+		// The last save is written only when something changed after the hibernation's own
+		// save: an alert (EXIT 2) or a notice.
+		if err := os.WriteFile(filepath.Join(dir, "exit-2"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if point == "output" {
 		if err := os.WriteFile(filepath.Join(dir, "crash-output"), nil, 0o644); err != nil {
 			t.Fatal(err)

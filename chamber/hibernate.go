@@ -153,7 +153,8 @@ func orBackend(name string) string {
 
 // armDeadman arms the dead-man timer for a session that starts at start: every session has
 // one, whatever woke it (a message, send --wake, wake --now), so that a session killed hard is
-// recovered, and one that hangs is reported, at start + fallback_after.
+// recovered, and one that hangs is reported, at start + fallback_after. The caller saves it
+// (with the agent's process group).
 func (r *runner) armDeadman(ctx context.Context, start time.Time) {
 	at := ceilSecond(start.Add(r.cfg.FallbackAfter.D)).UTC()
 	if f := r.st.Timers.Fallback; f != nil && !f.After(at) && !f.Before(start) && r.timerHolds(ctx, timer.Fallback, *f) {
@@ -165,9 +166,6 @@ func (r *runner) armDeadman(ctx context.Context, start time.Time) {
 		return
 	}
 	r.st.Timers.Fallback = &at
-	if err := r.save(); err != nil {
-		r.warnf("%v", err)
-	}
 }
 
 // timerHolds reports whether the OS has timer k armed for at (a question, or two, to the timer
@@ -371,8 +369,11 @@ func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) 
 // (between arming and here) wins now: the session ends cancelled, not armed, so that once
 // cancel has returned no session ends by arming a timer. (A cancel in the instants after this
 // check is healed by the next command that holds the lock, see open.)
+//
+// When nothing changed since the save before it (no alert, no notice), nothing is written
+// again: the cancel check is what matters, and a save costs two fsyncs.
 func (r *runner) saveLast(ctx context.Context, n int, o outcome) error {
-	if err := r.save(); err != nil {
+	if err := r.saveChanged(); err != nil {
 		return err
 	}
 	if r.cancelRequested() && r.st.Phase != PhaseCancelled {

@@ -1,6 +1,7 @@
 package chamber
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,7 @@ type runner struct {
 	dueAt       *time.Time     // when the session being finished was due
 	answered    int            // messages the session being finished claimed and answered
 	recorded    bool           // the session being finished has its history row
+	saved       []byte         // what the last save wrote (saveChanged compares with it)
 }
 
 // openOptions say how a command holds a chamber.
@@ -184,6 +186,7 @@ func (r *runner) save() error {
 	if err := r.store.write(stateName, data, func() { r.env.checkpoint("state-temp") }); err != nil {
 		return &Error{Msg: "cannot save the state", Err: err, Hint: "check that " + string(r.store) + " is writable and its disk not full"}
 	}
+	r.saved = data
 	if r.fs != nil {
 		// A view, never read back: no fsync (the state above is the durable copy).
 		if err := r.fs.WriteView(StateFile, data, 0o600); err != nil {
@@ -191,6 +194,17 @@ func (r *runner) save() error {
 		}
 	}
 	return nil
+}
+
+// saveChanged saves the state unless it holds what the last save wrote (its time aside): each
+// save is two fsyncs, a tenth of a wake.
+func (r *runner) saveChanged() error {
+	if r.saved != nil {
+		if data, err := r.st.marshal(r.st.Updated); err == nil && bytes.Equal(data, r.saved) {
+			return nil
+		}
+	}
+	return r.save()
 }
 
 // close releases the backend and the lock, and the chamber directory.
@@ -212,9 +226,9 @@ const (
 	busTimeout     = 5 * time.Second  // one read-only question (status, validate, ps)
 )
 
-// backend connects to the OS timer manager on first use, with a timeout. The connection is
-// dropped before an agent runs (closeBackend) and dialled again afterwards: a session may last
-// hours, and the user bus may have gone and come back meanwhile.
+// backend connects to the OS timer manager on first use, with a timeout. The connection is kept
+// for the whole command, across a session of hours: a bus that went away and came back
+// meanwhile shows as a dropped connection, and withBackend dials again.
 func (r *runner) backend(ctx context.Context) (timer.Backend, error) {
 	if r.be != nil {
 		return r.be, nil

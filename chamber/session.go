@@ -93,9 +93,9 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 	// Every session has a dead-man, whatever woke it: if this process dies, or the agent hangs,
 	// someone is told at start + fallback_after.
 	r.armDeadman(ctx, start)
-	// The connection to the timer manager is not kept across the agent's run (up to hours):
-	// the bus may go away meanwhile. It is dialled again to hibernate.
-	r.closeBackend()
+	// The connection to the timer manager is kept across the agent's run (up to hours): if the
+	// bus went away meanwhile, the first call after fails as a dropped connection and
+	// withBackend dials again.
 
 	r.checkLog(start)
 	r.checkPrivateDir(start)
@@ -115,11 +115,10 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 		return r.retry(ctx, n, nil, outcome{start: start.UTC().Truncate(time.Second), end: end, exit: 2, reason: EndLog,
 			detail: fmt.Sprintf("the chamber cannot be written, so the session did not run: %v", err)})
 	}
+	// Saved with the agent's process group as it starts (one save instead of three: each is two
+	// fsyncs). Until then the state holds the previous offset, a hint that Latest checks, and
+	// the dead-man it had: a crash here is recovered from the holder alone.
 	r.st.LogOffset = block.Offset()
-	if err := r.save(); err != nil {
-		_ = block.End(r.now(), 2, "crashed")
-		return err
-	}
 	r.env.checkpoint("header")
 
 	parser := marker.NewParser(r.cfg.Location)
@@ -255,7 +254,8 @@ func (r *runner) execute(ctx context.Context, n int, cmd Command, due time.Time,
 		Stdout:     block.Stdout(),
 		Stderr:     block.Stderr(),
 		// Recorded so that a recovery after this process died ends what it left running
-		// (launchd does not clean up a job's other process groups).
+		// (launchd does not clean up a job's other process groups); the session's dead-man and
+		// log offset are saved with it.
 		Started: func(g agent.Group) {
 			if r.st.Holder != nil {
 				r.st.Holder.Agent = &g

@@ -289,15 +289,11 @@ func phases(evs []event) ([]phase, time.Duration) {
 			case 1:
 				add(e.t, "save state.json (running) + the timer.json view")
 			case 2:
-				add(e.t, "save state.json (the session's dead-man) + view")
+				add(e.t, "save state.json (the agent's process group, the session's dead-man, the log offset) + view")
 			case 3:
-				add(e.t, "save state.json (log offset) + view")
-			case 4:
-				add(e.t, "save state.json (the agent's process group) + view")
-			case 5:
 				add(e.t, "save state.json (armed) + view; history")
 			default:
-				add(e.t, "save state.json again after the alerts; exit")
+				add(e.t, "save state.json again after an alert or notice; exit")
 			}
 		case strings.HasPrefix(c, "openat(") && strings.Contains(c, "/.block.json.tmp-"):
 			add(e.t, "record the closed block (block.json, no fsync)")

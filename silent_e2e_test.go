@@ -1268,7 +1268,7 @@ func (p *busProxy) relay(client net.Conn, real string) {
 // TestSilent12TransientBusErrors: a bus that drops the connection once while a session arms its
 // timers, or installs its inbox watcher, neither refuses the session nor skips the watcher: the
 // request is tried again on a new connection. A watcher removed behind cryochamber's back shows
-// in status and is installed again by the next session (item 12).
+// in status and is installed again by the next session, and so does one stopped (item 12).
 func TestSilent12TransientBusErrors(t *testing.T) {
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
@@ -1308,6 +1308,19 @@ func TestSilent12TransientBusErrors(t *testing.T) {
 	}
 	if len(hook.alerts()) != 0 {
 		t.Errorf("alerts: %s", hook)
+	}
+	// The watcher stopped behind our back (by hand, or failed at its trigger limit): its unit
+	// file is there but nothing watches; status says so, the next session starts it again.
+	m.Systemctl(t, "stop", pathUnit)
+	if s := c.status(); s.Watcher != "stopped" || !strings.Contains(strings.Join(s.Warnings, "\n"), "inbox watcher is not running") {
+		t.Errorf("status with the watcher stopped: watcher %q, warnings %q", s.Watcher, s.Warnings)
+	}
+	c.must(0, "wake", "--dir", c.dir, "--now")
+	if s := c.status(); s.Watcher != "on" {
+		t.Errorf("the next session did not start the watcher again: %q", s.Watcher)
+	}
+	if active := strings.TrimSpace(m.Systemctl(t, "is-active", pathUnit)); active != "active" {
+		t.Errorf("the restarted watcher is %s", active)
 	}
 	// The watcher removed behind our back: status says so, the next session installs it again.
 	m.Systemctl(t, "disable", "--now", pathUnit)
@@ -1416,8 +1429,9 @@ func TestSilent13SilentBus(t *testing.T) {
 	}
 }
 
-// TestSilent19BusRedialled: the connection to the user manager is dialled again after the
-// agent ran, so a session during which the manager (and its bus) restarted still hibernates,
+// TestSilent19BusRedialled: the connection to the user manager, kept across the agent's run,
+// is dialled again when it fails as dropped, so a session during which the manager (and its bus)
+// restarted still hibernates,
 // whether `start` or `wake` ran it; and dialling has a deadline, so `start` against a bus that
 // never answers ends, saying so (item 19: arming failed on the dead connection and the chamber
 // stopped; a start stalled).

@@ -55,7 +55,7 @@ type StatusInfo struct {
 	Backend       string               `json:"backend"`
 	Timers        []TimerInfo          `json:"timers"`
 	TimerError    string               `json:"timer_error,omitempty"`
-	Watcher       string               `json:"inbox_watcher"` // on, off, missing
+	Watcher       string               `json:"inbox_watcher"` // on, off, missing, stopped, unknown
 	Holder        *HolderInfo          `json:"lock_holder"`
 	Fallbacks     []string             `json:"fallbacks"`
 	LastAlert     *AlertRecord         `json:"last_alert"`
@@ -344,12 +344,20 @@ func (s *StatusInfo) timers(ctx context.Context, r *runner) {
 			s.Watcher = "unknown"
 		}
 		for _, in := range installed {
-			if in.ID == r.id && in.Watch {
+			switch {
+			case in.ID != r.id || !in.Watch:
+			case in.WatchStopped:
+				s.Watcher = "stopped"
+			default:
 				s.Watcher = "on"
 			}
 		}
-		if s.Watcher == "missing" && r.st.Phase.Active() {
+		switch {
+		case !r.st.Phase.Active():
+		case s.Watcher == "missing":
 			s.Warnings = append(s.Warnings, "the inbox watcher is not installed: messages wait for the next wake (the next wake installs it again)")
+		case s.Watcher == "stopped":
+			s.Warnings = append(s.Warnings, fmt.Sprintf("the inbox watcher is not running (stopped, or failed at its trigger limit: systemctl --user status %s): messages wait for the next wake (the next wake starts it again)", timer.SystemdPathName(r.id)))
 		}
 	}
 	if s.TimerError == "" {

@@ -789,16 +789,26 @@ var unitSuffixes = []struct {
 // transient timers the manager holds.
 func (b *systemdBackend) Installed(ctx context.Context) ([]Installed, error) {
 	var timers []string
-	units, err := b.conn.ListUnitsByPatternsContext(ctx, nil, []string{Prefix + "*.timer"})
+	units, err := b.conn.ListUnitsByPatternsContext(ctx, nil, []string{Prefix + "*.timer", Prefix + "*.path"})
 	if err != nil {
 		return nil, fmt.Errorf("list the timers of the user manager: %w", err)
 	}
+	watching := map[string]bool{} // path units the manager runs
 	for _, u := range units {
-		if u.LoadState == "loaded" && u.ActiveState == "active" {
+		if u.LoadState != "loaded" || u.ActiveState != "active" {
+			continue
+		}
+		if strings.HasSuffix(u.Name, ".path") {
+			watching[u.Name] = true
+		} else {
 			timers = append(timers, u.Name)
 		}
 	}
-	return installedUnits(ctx, b.o.UnitDir, timers)
+	installed, err := installedUnits(ctx, b.o.UnitDir, timers)
+	for i, in := range installed {
+		installed[i].WatchStopped = in.Watch && !watching[SystemdPathName(in.ID)]
+	}
+	return installed, err
 }
 
 // installedUnits scans dir for cryochamber units and groups them by chamber, with the timers

@@ -64,6 +64,10 @@ type Installed struct {
 	Dir   string // the chamber directory the units point at
 	Kinds []Kind // which timers are installed
 	Watch bool   // whether an inbox watcher is installed
+	// WatchStopped: the watcher is installed but the OS does not run it (systemd: its path unit
+	// is not active: stopped by hand, or failed at its trigger limit). Messages then wait for
+	// the next wake, which starts it again.
+	WatchStopped bool
 }
 
 // Backend arms, reads back and removes a chamber's OS timers.

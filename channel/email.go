@@ -13,7 +13,6 @@ import (
 	"mime"
 	"net"
 	"net/mail"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -563,18 +562,18 @@ func errString(err error) string {
 }
 
 var (
-	htmlDropRE  = regexp.MustCompile(`(?is)<(script|style|head)\b.*?</(script|style|head)\s*>|<blockquote\b.*?</blockquote\s*>`)
-	htmlQuoteRE = regexp.MustCompile(`(?is)<div[^>]*class="[^"]*(gmail_quote|moz-cite-prefix)[^"]*".*`)
-	htmlBreakRE = regexp.MustCompile(`(?i)<br\s*/?>|</(p|div|li|tr|h[1-6])\s*>`)
-	htmlTagRE   = regexp.MustCompile(`(?s)<[^>]*>`)
+	htmlDropRE  = lazyRegexp(`(?is)<(script|style|head)\b.*?</(script|style|head)\s*>|<blockquote\b.*?</blockquote\s*>`)
+	htmlQuoteRE = lazyRegexp(`(?is)<div[^>]*class="[^"]*(gmail_quote|moz-cite-prefix)[^"]*".*`)
+	htmlBreakRE = lazyRegexp(`(?i)<br\s*/?>|</(p|div|li|tr|h[1-6])\s*>`)
+	htmlTagRE   = lazyRegexp(`(?s)<[^>]*>`)
 )
 
 // htmlToText is a rough reading of an HTML-only mail: the quoted history removed, tags dropped,
 // entities decoded. The agent needs the words, not the layout.
 func htmlToText(s string) string {
-	s = htmlQuoteRE.ReplaceAllString(s, "")
-	s = htmlDropRE.ReplaceAllString(s, "")
-	s = htmlBreakRE.ReplaceAllString(s, "\n")
-	s = htmlTagRE.ReplaceAllString(s, "")
+	s = htmlQuoteRE().ReplaceAllString(s, "")
+	s = htmlDropRE().ReplaceAllString(s, "")
+	s = htmlBreakRE().ReplaceAllString(s, "\n")
+	s = htmlTagRE().ReplaceAllString(s, "")
 	return html.UnescapeString(s)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -102,12 +103,12 @@ func inboxID(channel, key string, at string) string {
 var (
 	// An attribution line before a quoted reply, as mail clients write it ("On Mon, 23 Nov
 	// 2026 at 10:00, cryochamber <c@example.com> wrote:"), in the languages seen most often.
-	attributionRE = regexp.MustCompile(`(?i)^(on|am|le|el|il|op|em)\b.{0,300}\b(wrote|schrieb|a écrit|escribió|ha scritto|schreef|escreveu)\b.{0,200}:\s*$`)
+	attributionRE = lazyRegexp(`(?i)^(on|am|le|el|il|op|em)\b.{0,300}\b(wrote|schrieb|a écrit|escribió|ha scritto|schreef|escreveu)\b.{0,200}:\s*$`)
 	// Separators some clients put above the forwarded or quoted original.
-	originalRE = regexp.MustCompile(`(?i)^\s*(-{2,}\s*(original message|ursprüngliche nachricht|message d'origine|mensaje original)\s*-{2,}|_{20,}|-{20,})\s*$`)
+	originalRE = lazyRegexp(`(?i)^\s*(-{2,}\s*(original message|ursprüngliche nachricht|message d'origine|mensaje original)\s*-{2,}|_{20,}|-{20,})\s*$`)
 	// Outlook's quoted header block: "From: ..." followed within a few lines by "Sent:".
-	outlookFromRE = regexp.MustCompile(`(?i)^\*?(from|von|de)\s*:\*?\s`)
-	outlookSentRE = regexp.MustCompile(`(?i)^\*?(sent|gesendet|envoyé|date|enviado)\s*:\*?\s`)
+	outlookFromRE = lazyRegexp(`(?i)^\*?(from|von|de)\s*:\*?\s`)
+	outlookSentRE = lazyRegexp(`(?i)^\*?(sent|gesendet|envoyé|date|enviado)\s*:\*?\s`)
 )
 
 // stripQuoted removes the history a mail client appends to a reply: everything from a
@@ -118,14 +119,14 @@ func stripQuoted(text string) string {
 	lines := strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n")
 	end := len(lines)
 	for i, l := range lines {
-		if originalRE.MatchString(l) {
+		if originalRE().MatchString(l) {
 			end = i
 			break
 		}
-		if outlookFromRE.MatchString(l) {
+		if outlookFromRE().MatchString(l) {
 			found := false
 			for j := i + 1; j < len(lines) && j <= i+4; j++ {
-				if outlookSentRE.MatchString(lines[j]) {
+				if outlookSentRE().MatchString(lines[j]) {
 					found = true
 					break
 				}
@@ -163,9 +164,9 @@ func stripQuoted(text string) string {
 	if quoted {
 		lines = lines[:end]
 		// The attribution, possibly wrapped over two lines by the client.
-		if n := len(lines); n > 0 && attributionRE.MatchString(strings.TrimSpace(lines[n-1])) {
+		if n := len(lines); n > 0 && attributionRE().MatchString(strings.TrimSpace(lines[n-1])) {
 			lines = lines[:n-1]
-		} else if n > 1 && attributionRE.MatchString(strings.TrimSpace(lines[n-2])+" "+strings.TrimSpace(lines[n-1])) {
+		} else if n > 1 && attributionRE().MatchString(strings.TrimSpace(lines[n-2])+" "+strings.TrimSpace(lines[n-1])) {
 			lines = lines[:n-2]
 		}
 	}
@@ -176,20 +177,20 @@ func stripQuoted(text string) string {
 const wordJoiner = "\u2060"
 
 var (
-	githubMentionRE = regexp.MustCompile(`@([A-Za-z0-9])`)
-	zulipMentionRE  = regexp.MustCompile(`@(_?\*\*|_?\{)`)
+	githubMentionRE = lazyRegexp(`@([A-Za-z0-9])`)
+	zulipMentionRE  = lazyRegexp(`@(_?\*\*|_?\{)`)
 )
 
 // neutralizeGitHub keeps text published on GitHub from notifying anyone: the agent reads
 // untrusted text, and a prompt injection must not be able to page people through @mentions or
 // a team mention. The text reads the same.
 func neutralizeGitHub(s string) string {
-	return githubMentionRE.ReplaceAllString(s, "@"+wordJoiner+"$1")
+	return githubMentionRE().ReplaceAllString(s, "@"+wordJoiner+"$1")
 }
 
 // neutralizeZulip does the same for Zulip's @**name**, @_**name** (silent) and @**all** forms.
 func neutralizeZulip(s string) string {
-	return zulipMentionRE.ReplaceAllString(s, "@"+wordJoiner+"$1")
+	return zulipMentionRE().ReplaceAllString(s, "@"+wordJoiner+"$1")
 }
 
 // cutBytes cuts s to at most max bytes on a rune boundary, with a note that says where the
@@ -206,4 +207,10 @@ func cutBytes(s string, max int, note string) string {
 		max--
 	}
 	return s[:max] + note
+}
+
+// lazyRegexp compiles expr on first use: every cryochamber command links this package, and
+// compiling these at start cost each one (a wake, status) most of a millisecond.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
 }

@@ -23,6 +23,7 @@ import (
 // wakes with strace to show where the time goes.
 func BenchmarkWake(b *testing.B) {
 	needBinary(b)
+	quietDisk()
 	m := systemdtest.Start(b)
 	env := managerEnv(m)
 	root := b.TempDir()

@@ -177,6 +177,7 @@ func countFiles(tb testing.TB, dir string) int {
 // processes on a chamber five years old (genYears, then `start` and one wake, as in use) with
 // the same commands on a fresh chamber, in one user manager, in alternating rounds.
 func BenchmarkFiveYears(b *testing.B) {
+	quietDisk()
 	needBinary(b)
 	m := systemdtest.Start(b)
 	env := managerEnv(m)
@@ -249,6 +250,7 @@ func BenchmarkFiveYears(b *testing.B) {
 // manager's work per wake must not grow with what else it holds. Beside it, a daemon-reload in
 // each manager: what every wake cost before timers were transient, and how it grows.
 func BenchmarkChambers(b *testing.B) {
+	quietDisk()
 	needBinary(b)
 	counts := []int{1, 10, 100}
 	if !*full {

@@ -1309,36 +1309,32 @@ func TestSilent12TransientBusErrors(t *testing.T) {
 	if len(hook.alerts()) != 0 {
 		t.Errorf("alerts: %s", hook)
 	}
-	// The watcher stopped behind our back (by hand, or failed at its trigger limit): its unit
-	// file is there but nothing watches; status says so, the next session starts it again.
+	// backAgain: status shows the watcher as want, with a warning, and the next session puts
+	// it back.
+	backAgain := func(what, want, warning string) {
+		t.Helper()
+		if s := c.status(); s.Watcher != want || !strings.Contains(strings.Join(s.Warnings, "\n"), warning) {
+			t.Errorf("status with the watcher %s: watcher %q, warnings %q", what, s.Watcher, s.Warnings)
+		}
+		c.must(0, "wake", "--dir", c.dir, "--now")
+		if s := c.status(); s.Watcher != "on" {
+			t.Errorf("the next session did not put the %s watcher back: %q", what, s.Watcher)
+		}
+		if active := strings.TrimSpace(m.Systemctl(t, "is-active", pathUnit)); active != "active" {
+			t.Errorf("the watcher put back after it was %s is %s", what, active)
+		}
+	}
+	// Stopped behind our back (by hand, or failed at its trigger limit): its unit file is
+	// there but nothing watches.
 	m.Systemctl(t, "stop", pathUnit)
-	if s := c.status(); s.Watcher != "stopped" || !strings.Contains(strings.Join(s.Warnings, "\n"), "inbox watcher is not running") {
-		t.Errorf("status with the watcher stopped: watcher %q, warnings %q", s.Watcher, s.Warnings)
-	}
-	c.must(0, "wake", "--dir", c.dir, "--now")
-	if s := c.status(); s.Watcher != "on" {
-		t.Errorf("the next session did not start the watcher again: %q", s.Watcher)
-	}
-	if active := strings.TrimSpace(m.Systemctl(t, "is-active", pathUnit)); active != "active" {
-		t.Errorf("the restarted watcher is %s", active)
-	}
-	// The watcher removed behind our back: status says so, the next session installs it again.
+	backAgain("stopped", "stopped", "inbox watcher is not running")
+	// Removed behind our back.
 	m.Systemctl(t, "disable", "--now", pathUnit)
 	if err := os.Remove(filepath.Join(m.UnitDir, pathUnit)); err != nil {
 		t.Fatal(err)
 	}
 	m.Systemctl(t, "daemon-reload")
-	s := c.status()
-	if s.Watcher != "missing" || !strings.Contains(strings.Join(s.Warnings, "\n"), "inbox watcher is not installed") {
-		t.Errorf("status with the watcher gone: watcher %q, warnings %q", s.Watcher, s.Warnings)
-	}
-	c.must(0, "wake", "--dir", c.dir, "--now")
-	if s := c.status(); s.Watcher != "on" {
-		t.Errorf("the next session did not install the watcher again: %q", s.Watcher)
-	}
-	if active := strings.TrimSpace(m.Systemctl(t, "is-active", pathUnit)); active != "active" {
-		t.Errorf("the re-installed watcher is %s", active)
-	}
+	backAgain("removed", "missing", "inbox watcher is not installed")
 }
 
 // silentBus makes a runtime directory whose bus and systemd/private sockets accept a

@@ -1116,11 +1116,19 @@ echo "[CRYO:WAKE +1h]"
 // program runs.
 //
 // Before the fix (b83b96b): the agent was pinned by name only: session 1 hibernated, and the
-// next wake ran the new code.
+// next wake ran the new code. The same holds for an interpreter's script (`agent = "sh
+// agent.sh"`: the program is /bin/sh, outside the chamber; the code is agent.sh): before
+// 771dc19 only the program was pinned, and the rewritten script ran.
 func TestBoundaryAgentRewritten(t *testing.T) {
 	m := systemdtest.Start(t)
+	for _, line := range []string{"./agent.sh", "sh agent.sh"} {
+		t.Run(strings.ReplaceAll(line, " ", "_"), func(t *testing.T) { agentRewritten(t, m, line) })
+	}
+}
+
+func agentRewritten(t *testing.T, m *systemdtest.Manager, line string) {
 	hooks := startHooks(t)
-	toml := fmt.Sprintf(`agent = "./agent.sh"
+	toml := fmt.Sprintf(`agent = %q
 watch_inbox = false
 
 [[fallback]]
@@ -1130,7 +1138,7 @@ target = %q
 [webhook]
 timeout = "5s"
 retries = 0
-`, hooks.url("/hook"))
+`, line, hooks.url("/hook"))
 	program := func(name string) string {
 		return "#!/bin/sh\ntouch " + name + "-ran\necho \"[CRYO:EXIT 0] " + name + " ran\"\necho \"[CRYO:WAKE +1h]\"\n"
 	}

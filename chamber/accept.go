@@ -241,12 +241,23 @@ func (r *runner) programsInChamber() []string {
 		}
 		progs = append(progs, p)
 	}
+	// An interpreter's script named by the operator's own lines (not by a CMD marker: an
+	// allowed interpreter runs what the agent gives it, as the operator allowed).
+	addScript := func(c Command) {
+		if s := r.scriptPath(c); s != "" && inside(r.dir, s) {
+			if _, err := os.Lstat(s); err == nil {
+				progs = append(progs, s)
+			}
+		}
+	}
 	if c, err := r.cfg.AgentLine(r.agentLine()); err == nil {
 		add(c.Program())
+		addScript(c)
 	}
 	for _, name := range r.cfg.AllowedList(r.agentLine()) {
 		if spec, ok := r.cfg.agentSpec(name); ok {
 			add(spec.Command[0])
+			addScript(Command{Agent: &spec})
 		} else {
 			add(name)
 		}
@@ -296,6 +307,35 @@ func (r *runner) hashProgram(p string) (string, error) {
 		return "", fmt.Errorf("larger than %d bytes", maxProgramSize)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// scriptPath is cmd's interpreter script as the session will open it (its working directory is
+// the chamber), or "".
+func (r *runner) scriptPath(cmd Command) string {
+	s := cmd.Script()
+	if s == "" {
+		return ""
+	}
+	if !filepath.IsAbs(s) {
+		s = filepath.Join(r.dir, s)
+	}
+	return filepath.Clean(s)
+}
+
+// checkPinned refuses a command whose program p (as resolved), or whose interpreter script
+// pinned at start or reload, lies in the chamber and is not what the operator accepted.
+func (r *runner) checkPinned(p string, cmd Command) error {
+	if err := r.checkProgram(p); err != nil {
+		return err
+	}
+	s := r.scriptPath(cmd)
+	if s == "" {
+		return nil
+	}
+	if pin := r.pin(); pin == nil || pin.Programs[s] == "" {
+		return nil // not a script of the operator's lines (see programsInChamber)
+	}
+	return r.checkProgram(s)
 }
 
 // checkProgram refuses a program inside the chamber that is not the one the operator accepted.

@@ -2,6 +2,7 @@ package chamber
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -24,6 +25,39 @@ func (c Command) Program() string {
 		return agent.Program(*c.Agent)
 	}
 	return c.Words[0]
+}
+
+// interpreters run the file named by their first argument that is not a flag: in the operator's
+// `agent = "python3 agent.py"` that file is as much the program as python3 is.
+var interpreters = map[string]bool{
+	"sh": true, "bash": true, "dash": true, "ksh": true, "zsh": true, "fish": true,
+	"python": true, "node": true, "nodejs": true, "deno": true, "bun": true, "ruby": true,
+	"perl": true, "php": true, "lua": true, "Rscript": true, "tclsh": true, "pwsh": true,
+}
+
+// Script is the file an interpreter command runs (`python3 agent.py`: agent.py), or "" when
+// the program is not an interpreter, or runs inline code or a module (-c, -e, -m). A flag
+// that takes a value (`python3 -W ignore x.py`) hides the script: it is then not pinned.
+func (c Command) Script() string {
+	words := c.Words
+	if c.Agent != nil {
+		words = c.Agent.Command
+	}
+	if len(words) < 2 || !interpreters[strings.TrimRight(filepath.Base(words[0]), "0123456789.")] {
+		return ""
+	}
+	for _, w := range words[1:] {
+		switch {
+		case w == "-c" || w == "-e" || w == "-m" || w == "--eval" || w == "--command":
+			return ""
+		case strings.HasPrefix(w, "-"):
+		case strings.Contains(w, "{"): // a placeholder ({prompt}): no script
+			return ""
+		default:
+			return w
+		}
+	}
+	return ""
 }
 
 // SplitAgentCommand splits an agent line (`agent` in cryo.toml, `start --agent`) with the same

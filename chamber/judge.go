@@ -140,7 +140,7 @@ func (r *runner) judge(rep *validate.Report, m *marker.Result, validAt time.Time
 	default:
 		p, err := program.Look(cmd.Program(), r.dir, r.capturedPath())
 		if err == nil {
-			err = r.checkProgram(p)
+			err = r.checkPinned(p, cmd)
 		}
 		if err != nil {
 			rep.Add(validate.StepCommand, validate.Fail, "%v", err)

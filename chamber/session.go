@@ -182,7 +182,7 @@ func (r *runner) checkRunnable(cmd Command) error {
 	if err != nil {
 		return nil // the agent runner says what to fix, and the session is retried
 	}
-	if err := r.checkProgram(p); err != nil {
+	if err := r.checkPinned(p, cmd); err != nil {
 		return &programChanged{err}
 	}
 	return nil

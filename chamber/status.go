@@ -137,7 +137,7 @@ func Status(ctx context.Context, env *Env, opts StatusOptions) (*StatusInfo, err
 	if st.Phase.Active() {
 		if p, err := r.command(); err == nil {
 			if path, err := lookProgram(r, p); err == nil {
-				if err := r.checkProgram(path); err != nil {
+				if err := r.checkPinned(path, p); err != nil {
 					s.Warnings = append(s.Warnings, err.Error()+": the next session will refuse to run it; if you made the change: cryochamber reload --dir "+r.dir)
 				}
 			}

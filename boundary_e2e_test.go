@@ -1121,12 +1121,36 @@ echo "[CRYO:WAKE +1h]"
 // 771dc19 only the program was pinned, and the rewritten script ran.
 func TestBoundaryAgentRewritten(t *testing.T) {
 	m := systemdtest.Start(t)
-	for _, line := range []string{"./agent.sh", "sh agent.sh"} {
-		t.Run(strings.ReplaceAll(line, " ", "_"), func(t *testing.T) { agentRewritten(t, m, line) })
+	for _, c := range []struct{ name, line, table string }{
+		{"program", "./agent.sh", ""},
+		{"script", "sh agent.sh", ""},
+		{"script-in-table-args", "shell agent.sh", "\n[agents.shell]\ncommand = [\"sh\"]\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) { agentRewritten(t, m, c.line, c.table) })
 	}
+	// A script named in the operator's [agents.NAME] table that was not there at start: the
+	// agent writes it and asks for that agent by CMD. The session is refused; the script never
+	// runs. (Before the fix only scripts found at start were checked.)
+	t.Run("script-missing-at-start", func(t *testing.T) {
+		toml := "agent = \"./agent.sh\"\nwatch_inbox = false\nallowed_commands = [\"wrap\"]\n\n[agents.wrap]\ncommand = [\"sh\", \"wrap.sh\"]\n"
+		agent := "#!/bin/sh\nprintf '#!/bin/sh\\ntouch wrap-ran\\n' > wrap.sh\necho \"[CRYO:EXIT 0] wrote wrap.sh\"\necho \"[CRYO:WAKE +1h]\"\necho \"[CRYO:CMD wrap]\"\n"
+		dir := boundaryChamber(t, toml, agent, nil)
+		env := managerEnv(m)
+		code, stdout, stderr := cryoBounded(t, 60*time.Second, env, dir, "start", filepath.Join(dir, "plan.md"))
+		if code != 1 || !strings.Contains(stdout, "step 3 command runnable") || !strings.Contains(stdout, "wrap.sh is inside the chamber but was not there") {
+			t.Errorf("a CMD naming an agent whose script the agent wrote: exit %d\n%s%s", code, stdout, stderr)
+		}
+		if units := cryoUnitFiles(t, m); len(units) != 0 {
+			t.Errorf("units left armed after the refusal: %v", units)
+		}
+		bin(t, env, dir, "wake", "--dir", dir, "--now")
+		if _, err := os.Stat(filepath.Join(dir, "wrap-ran")); err == nil {
+			t.Fatal("the script the agent wrote ran")
+		}
+	})
 }
 
-func agentRewritten(t *testing.T, m *systemdtest.Manager, line string) {
+func agentRewritten(t *testing.T, m *systemdtest.Manager, line, table string) {
 	hooks := startHooks(t)
 	toml := fmt.Sprintf(`agent = %q
 watch_inbox = false
@@ -1138,7 +1162,7 @@ target = %q
 [webhook]
 timeout = "5s"
 retries = 0
-`, line, hooks.url("/hook"))
+`, line, hooks.url("/hook")) + table
 	program := func(name string) string {
 		return "#!/bin/sh\ntouch " + name + "-ran\necho \"[CRYO:EXIT 0] " + name + " ran\"\necho \"[CRYO:WAKE +1h]\"\n"
 	}

@@ -62,11 +62,13 @@ func (r *runner) accept(raw []byte) error {
 	if err := r.store.ensure(); err != nil {
 		return err
 	}
-	if err := r.store.write(acceptedConfig, raw, nil); err != nil {
-		return err
-	}
+	// Hashed first: a program that cannot be pinned refuses the whole acceptance, and the
+	// configuration in force stays the one before.
 	programs, err := r.hashPrograms()
 	if err != nil {
+		return err
+	}
+	if err := r.store.write(acceptedConfig, raw, nil); err != nil {
 		return err
 	}
 	cp, err := pinBinary(r.env.StateDir, r.st.Binary)
@@ -241,12 +243,12 @@ func (r *runner) programsInChamber() []string {
 		}
 		progs = append(progs, p)
 	}
-	// An interpreter's script named by the operator's own lines (not by a CMD marker: an
-	// allowed interpreter runs what the agent gives it, as the operator allowed).
+	// The files an interpreter in the operator's own lines runs (not a CMD marker's: an allowed
+	// interpreter runs what the agent gives it, as the operator allowed).
 	addScript := func(c Command) {
-		if s := r.scriptPath(c); s != "" && inside(r.dir, s) {
-			if _, err := os.Lstat(s); err == nil {
-				progs = append(progs, s)
+		for _, f := range r.commandFiles(c) {
+			if fi, err := os.Lstat(f); err == nil && !fi.IsDir() {
+				progs = append(progs, f)
 			}
 		}
 	}
@@ -309,33 +311,37 @@ func (r *runner) hashProgram(p string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// scriptPath is cmd's interpreter script as the session will open it (its working directory is
-// the chamber), or "".
-func (r *runner) scriptPath(cmd Command) string {
-	s := cmd.Script()
-	if s == "" {
-		return ""
+// commandFiles are the files inside the chamber that cmd's interpreter may run (Command.Files),
+// as the session opens them: its working directory is the chamber.
+func (r *runner) commandFiles(cmd Command) []string {
+	var out []string
+	for _, w := range cmd.Files() {
+		if !filepath.IsAbs(w) {
+			w = filepath.Join(r.dir, w)
+		}
+		if w = filepath.Clean(w); inside(r.dir, w) {
+			out = append(out, w)
+		}
 	}
-	if !filepath.IsAbs(s) {
-		s = filepath.Join(r.dir, s)
-	}
-	return filepath.Clean(s)
+	return out
 }
 
-// checkPinned refuses a command whose program p (as resolved), or whose interpreter script
-// pinned at start or reload, lies in the chamber and is not what the operator accepted.
+// checkPinned refuses a command whose program p (as resolved), or a file its interpreter runs,
+// lies in the chamber and is not what the operator accepted. A file named in the operator's
+// line that was not there at start or reload is refused too (an agent could write it).
 func (r *runner) checkPinned(p string, cmd Command) error {
 	if err := r.checkProgram(p); err != nil {
 		return err
 	}
-	s := r.scriptPath(cmd)
-	if s == "" {
-		return nil
+	for _, f := range r.commandFiles(cmd) {
+		if fi, err := os.Lstat(f); err != nil || fi.IsDir() {
+			continue // nothing there to run: the interpreter says so
+		}
+		if err := r.checkProgram(f); err != nil {
+			return err
+		}
 	}
-	if pin := r.pin(); pin == nil || pin.Programs[s] == "" {
-		return nil // not a script of the operator's lines (see programsInChamber)
-	}
-	return r.checkProgram(s)
+	return nil
 }
 
 // checkProgram refuses a program inside the chamber that is not the one the operator accepted.

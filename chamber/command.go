@@ -27,7 +27,7 @@ func (c Command) Program() string {
 	return c.Words[0]
 }
 
-// interpreters run the file named by their first argument that is not a flag: in the operator's
+// interpreters run the files named by their arguments: in the operator's
 // `agent = "python3 agent.py"` that file is as much the program as python3 is.
 var interpreters = map[string]bool{
 	"sh": true, "bash": true, "dash": true, "ksh": true, "zsh": true, "fish": true,
@@ -35,29 +35,30 @@ var interpreters = map[string]bool{
 	"perl": true, "php": true, "lua": true, "Rscript": true, "tclsh": true, "pwsh": true,
 }
 
-// Script is the file an interpreter command runs (`python3 agent.py`: agent.py), or "" when
-// the program is not an interpreter, or runs inline code or a module (-c, -e, -m). A flag
-// that takes a value (`python3 -W ignore x.py`) hides the script: it is then not pinned.
-func (c Command) Script() string {
-	words := c.Words
-	if c.Agent != nil {
-		words = c.Agent.Command
+// Files lists the words of an interpreter in the operator's own lines (an agent command: the
+// agent line, an [agents.NAME] table with its args) that may name a file it runs or loads
+// (`python3 agent.py`, `node --require ./hook.js wrap.js`): every word after the program that
+// is not a flag or a placeholder, none after -c, -e or -m (inline code, a module). A plain step
+// a CMD chose has none: an interpreter the operator allowed runs what the agent gives it.
+func (c Command) Files() []string {
+	if c.Agent == nil {
+		return nil
 	}
+	words := append(append([]string(nil), c.Agent.Command...), c.Agent.Args...)
 	if len(words) < 2 || !interpreters[strings.TrimRight(filepath.Base(words[0]), "0123456789.")] {
-		return ""
+		return nil
 	}
+	var out []string
 	for _, w := range words[1:] {
 		switch {
 		case w == "-c" || w == "-e" || w == "-m" || w == "--eval" || w == "--command":
-			return ""
-		case strings.HasPrefix(w, "-"):
-		case strings.Contains(w, "{"): // a placeholder ({prompt}): no script
-			return ""
+			return out
+		case strings.HasPrefix(w, "-") || strings.Contains(w, "{"):
 		default:
-			return w
+			out = append(out, w)
 		}
 	}
-	return ""
+	return out
 }
 
 // SplitAgentCommand splits an agent line (`agent` in cryo.toml, `start --agent`) with the same

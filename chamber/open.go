@@ -287,7 +287,9 @@ func (r *runner) withBackend(ctx context.Context, fn func(timer.Backend) error) 
 }
 
 // transientBusError reports the errors seen when the user bus drops a connection or restarts
-// ("connection closed by user", "read: EOF", a broken pipe), as opposed to a refusal.
+// ("connection closed by user", "read: EOF", a broken pipe), or when the manager goes away
+// under a connection kept across a session (its re-exec or restart: NoReply "Remote peer
+// disconnected", ServiceUnknown, NameHasNoOwner), as opposed to a refusal.
 func transientBusError(err error) bool {
 	if err == nil {
 		return false
@@ -296,7 +298,11 @@ func transientBusError(err error) bool {
 		return true
 	}
 	s := err.Error()
-	for _, frag := range []string{"connection closed", "EOF", "broken pipe", "connection reset", "use of closed"} {
+	for _, frag := range []string{"connection closed", "EOF", "broken pipe", "connection reset", "use of closed",
+		// godbus's dbus.Error says its message, or its name when it has none.
+		"org.freedesktop.DBus.Error.NoReply", "Remote peer disconnected", "disconnected from message bus",
+		"org.freedesktop.DBus.Error.ServiceUnknown", "was not provided by any .service files",
+		"org.freedesktop.DBus.Error.NameHasNoOwner", "Could not get owner of name"} {
 		if strings.Contains(s, frag) {
 			return true
 		}

@@ -459,7 +459,10 @@ func (s *syncRun) status(asJSON bool) error {
 			}
 		}
 		line += fmt.Sprintf("; %d pulled, %d published, %d ignored in all", c.Pulled, c.Pushed, c.Ignored)
-		if c.Unsent {
+		switch {
+		case c.Running:
+			line += "; a sync is running now"
+		case c.Unsent:
 			line += "; a publication was cut short and is retried"
 		}
 		fmt.Fprintln(s.env.Stdout, line)

@@ -220,6 +220,19 @@ func TestEmailServerDown(t *testing.T) {
 	if strings.Contains(status[0].LastError, f.imap.Password) {
 		t.Error("the error shows the IMAP password")
 	}
+	// While a sync holds the lock, its pending publication is one being made, not cut short.
+	l, err := takeLock(filepath.Join(f.state, SyncDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, _ = LastSync(f.state)
+	l.release()
+	if !status[0].Running || status[0].Unsent {
+		t.Errorf("LastSync while a sync runs = %+v", status)
+	}
+	if status, _ = LastSync(f.state); status[0].Running || !status[0].Unsent {
+		t.Errorf("LastSync after it = %+v", status)
+	}
 
 	f.imap.Start()
 	f.smtp.Start()

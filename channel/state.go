@@ -194,6 +194,22 @@ func takeLock(dir string) (*lock, error) {
 	return &lock{f}, nil
 }
 
+// syncRunning reports whether a sync holds the lock in dir: a pending publication then is one
+// being made, not one cut short. It asks with a shared lock, let go at once (a sync starting
+// in that instant finds the lock busy and leaves the work to the next).
+func syncRunning(dir string) bool {
+	f, err := os.Open(filepath.Join(dir, "lock"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+	if err == nil {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	}
+	return errors.Is(err, syscall.EWOULDBLOCK)
+}
+
 func (l *lock) release() {
 	_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
 	_ = l.f.Close()
@@ -228,6 +244,7 @@ type SyncStatus struct {
 	Pushed     int       `json:"pushed"`  // items published, in total
 	Ignored    int       `json:"ignored"` // messages refused (strangers, automatic mail), in total
 	Unsent     bool      `json:"unsent"`  // an item's publication was cut short and is retried
+	Running    bool      `json:"running"` // a sync of the chamber holds its lock now
 }
 
 // LastSync reports each channel's last sync for the chamber whose private state directory is
@@ -242,6 +259,7 @@ func LastSync(chamberState string) ([]SyncStatus, error) {
 	if err != nil {
 		return nil, err
 	}
+	running := syncRunning(dir)
 	var out []SyncStatus
 	for _, e := range ents {
 		name, ok := strings.CutSuffix(e.Name(), ".json")
@@ -259,7 +277,7 @@ func LastSync(chamberState string) ([]SyncStatus, error) {
 		out = append(out, SyncStatus{
 			Channel: name, LastSync: st.LastSync, LastOK: st.LastOK, LastError: st.LastError,
 			RetryAfter: st.RetryAfter, Pulled: st.Pulled, Pushed: st.Pushed, Ignored: st.Ignored,
-			Unsent: st.Pending != nil,
+			Unsent: st.Pending != nil && !running, Running: running,
 		})
 	}
 	return out, nil

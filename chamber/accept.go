@@ -245,13 +245,7 @@ func (r *runner) programsInChamber() []string {
 	}
 	// The files an interpreter in the operator's own lines runs (not a CMD marker's: an allowed
 	// interpreter runs what the agent gives it, as the operator allowed).
-	addScript := func(c Command) {
-		for _, f := range r.commandFiles(c) {
-			if fi, err := os.Lstat(f); err == nil && !fi.IsDir() {
-				progs = append(progs, f)
-			}
-		}
-	}
+	addScript := func(c Command) { progs = append(progs, r.commandFiles(c)...) }
 	if c, err := r.cfg.AgentLine(r.agentLine()); err == nil {
 		add(c.Program())
 		addScript(c)
@@ -311,17 +305,28 @@ func (r *runner) hashProgram(p string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// commandFiles are the files inside the chamber that cmd's interpreter may run (Command.Files),
-// as the session opens them: its working directory is the chamber.
+// commandFiles are the files inside the chamber that cmd's interpreter would run
+// (Command.Files), as the session opens them (its working directory is the chamber), except
+// those not there and directories. They are looked at through the confined opener; one it
+// cannot look at (a symlinked directory leading out) is kept, so that pinning it fails loudly.
 func (r *runner) commandFiles(cmd Command) []string {
 	var out []string
 	for _, w := range cmd.Files() {
 		if !filepath.IsAbs(w) {
 			w = filepath.Join(r.dir, w)
 		}
-		if w = filepath.Clean(w); inside(r.dir, w) {
-			out = append(out, w)
+		w = filepath.Clean(w)
+		rel, err := filepath.Rel(r.dir, w)
+		if err != nil || !inside(r.dir, w) {
+			continue
 		}
+		if r.fs != nil {
+			fi, err := r.fs.Lstat(rel)
+			if errors.Is(err, os.ErrNotExist) || err == nil && fi.IsDir() {
+				continue // nothing there to run: the interpreter says so
+			}
+		}
+		out = append(out, w)
 	}
 	return out
 }
@@ -334,9 +339,6 @@ func (r *runner) checkPinned(p string, cmd Command) error {
 		return err
 	}
 	for _, f := range r.commandFiles(cmd) {
-		if fi, err := os.Lstat(f); err != nil || fi.IsDir() {
-			continue // nothing there to run: the interpreter says so
-		}
 		if err := r.checkProgram(f); err != nil {
 			return err
 		}

@@ -446,31 +446,26 @@ func (s *Server) apiPs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) apiStatus(w http.ResponseWriter, r *http.Request) {
-	v, dir, ok := s.chamberFor(w, r)
-	if !ok {
-		return
-	}
-	defer v.close()
-	st, err := v.status(r.Context(), dir)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, st)
+	answerJSON(s, w, r, (*view).status)
 }
 
 func (s *Server) apiValidate(w http.ResponseWriter, r *http.Request) {
+	answerJSON(s, w, r, (*view).validate)
+}
+
+// answerJSON answers a question about one chamber (the one the path names) as JSON.
+func answerJSON[T any](s *Server, w http.ResponseWriter, r *http.Request, read func(*view, context.Context, string) (T, error)) {
 	v, dir, ok := s.chamberFor(w, r)
 	if !ok {
 		return
 	}
 	defer v.close()
-	rep, err := v.validate(r.Context(), dir)
+	res, err := read(v, r.Context(), dir)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rep)
+	writeJSON(w, http.StatusOK, res)
 }
 
 func (s *Server) apiMessages(w http.ResponseWriter, r *http.Request) {

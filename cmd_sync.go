@@ -31,8 +31,8 @@ func syncCommand(env *chamber.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "sync",
 		Usage: "carry the inbox and outbox to email, GitHub and Zulip ([channels] in cryo.toml); --install arms it every poll_interval",
-		Description: `One sync pulls what the allowed people wrote since the last one into messages/inbox/ (the
-inbox watcher then wakes the chamber) and publishes what the outbox has not yet published:
+		Description: `One sync pulls what the allowed people wrote since the last one into messages/inbox/ (and,
+as send does, wakes a chamber that watches its inbox) and publishes what the outbox has not yet published:
 the agent's replies, cryochamber's replies, notices and alerts, and the latest session's
 summary. Each channel keeps one thread per chamber: a mail thread, one GitHub issue, one
 Zulip topic. What was synced is recorded outside the chamber, so nothing is read twice and
@@ -277,7 +277,9 @@ func (s *syncRun) once(ctx context.Context, cfg *chamber.Config) error {
 		return &chamber.Error{Msg: "cannot sync", Err: err}
 	}
 	var failed []string
+	pulled := 0
 	for _, r := range results {
+		pulled += len(r.Pulled)
 		line := fmt.Sprintf("%s: pulled %d, published %d", r.Channel, len(r.Pulled), len(r.Pushed))
 		if len(r.Found) > 0 {
 			line += fmt.Sprintf(", found %d published by an interrupted sync", len(r.Found))
@@ -301,6 +303,14 @@ func (s *syncRun) once(ctx context.Context, cfg *chamber.Config) error {
 		if r.Err != nil {
 			fmt.Fprintf(s.env.Stderr, "cryochamber: %s: %s\n", r.Channel, termtext.Line(r.Err.Error()))
 			failed = append(failed, r.Channel)
+		}
+	}
+	if pulled > 0 {
+		// The inbox watcher wakes the chamber; its event can be lost (chamber.Nudge says when),
+		// so start the wake as send does. A failure here loses nothing: the messages are in the
+		// inbox for the watcher or the next wake.
+		if _, err := chamber.Nudge(ctx, s.env, s.dir); err != nil {
+			fmt.Fprintf(s.env.Stderr, "cryochamber: warning: the chamber was not woken for the new messages: %s\n", termtext.Line(err.Error()))
 		}
 	}
 	if len(failed) > 0 {

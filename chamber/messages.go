@@ -95,16 +95,7 @@ func Send(ctx context.Context, env *Env, opts SendOptions) error {
 	}
 	if !opts.Wake {
 		switch {
-		case *cfg.WatchInbox && st.Timers.Watch:
-			// The watcher's event is lost when it comes while the user manager reloads (any
-			// chamber arming reloads it): start the wake service as well. Both starts merge into
-			// one. One try, bounded: a failure leaves the watcher to do it, and a bus that does
-			// not answer must not hold up a message that is already delivered.
-			kctx, cancel := context.WithTimeout(ctx, busTimeout)
-			if be, err := r.backend(kctx); err == nil {
-				_ = be.RunNow(kctx, r.id)
-			}
-			cancel()
+		case r.nudge(ctx):
 			fmt.Fprintf(env.Stdout, "the chamber watches its inbox: a session starts within seconds\n")
 		case st.Wake != nil:
 			fmt.Fprintf(env.Stdout, "it will be read at the next wake, %s; --wake to wake it now\n", When(*st.Wake, cfg.Location, env.Now()))
@@ -120,6 +111,36 @@ func Send(ctx context.Context, env *Env, opts SendOptions) error {
 	}
 	fmt.Fprintf(env.Stdout, "woke the chamber: a session starts now\n")
 	return nil
+}
+
+// nudge starts the wake service of an active chamber that watches its inbox, after a message
+// was written into the inbox, and reports whether the chamber watches. systemd drops the
+// watcher's PathChanged= event when it comes while the user manager reloads (start, reload and
+// other programs of the user still reload it), so whoever writes a message starts the service
+// as well: both starts merge into one run. One try, bounded: a failure leaves the watcher to do
+// it, and a bus that does not answer must not hold up a message that is already delivered.
+func (r *runner) nudge(ctx context.Context) bool {
+	if !r.st.Phase.Active() || !*r.cfg.WatchInbox || !r.st.Timers.Watch {
+		return false
+	}
+	kctx, cancel := context.WithTimeout(ctx, busTimeout)
+	defer cancel()
+	if be, err := r.backend(kctx); err == nil {
+		_ = be.RunNow(kctx, r.id)
+	}
+	return true
+}
+
+// Nudge is what send does after writing a message, for a command that wrote into the inbox of
+// the chamber in dir without opening it (sync): it starts the wake service if the chamber
+// watches its inbox, and reports whether it does.
+func Nudge(ctx context.Context, env *Env, dir string) (bool, error) {
+	r, _, err := open(ctx, env, dir, openOptions{readOnly: true})
+	if err != nil {
+		return false, err
+	}
+	defer r.close()
+	return r.nudge(ctx), nil
 }
 
 // ReceiveOptions are the options of `cryochamber receive`.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"github.com/cryochamber/cryochamber/internal/confined"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/confined"
 	"github.com/cryochamber/cryochamber/internal/mailtest"
 	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/timer"

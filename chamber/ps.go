@@ -12,11 +12,11 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/cryochamber/cryochamber/internal/atomicfile"
+	"github.com/cryochamber/cryochamber/internal/flock"
 	"github.com/cryochamber/cryochamber/internal/termtext"
 	"github.com/cryochamber/cryochamber/timer"
 )
@@ -52,15 +52,11 @@ func updateRegistry(registry string, change func([]string) []string) error {
 	if err := os.MkdirAll(filepath.Dir(registry), 0o700); err != nil {
 		return err
 	}
-	lf, err := os.OpenFile(registry+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	l, err := flock.Wait(registry + ".lock")
 	if err != nil {
 		return err
 	}
-	defer lf.Close()
-	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
-		return err
-	}
-	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
+	defer l.Unlock()
 	dirs := change(readRegistry(registry))
 	sort.Strings(dirs)
 	return atomicfile.Write(registry, []byte(strings.Join(dirs, "\n")+"\n"), 0o600)

@@ -6,10 +6,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/cryochamber/cryochamber/internal/atomicfile"
+	"github.com/cryochamber/cryochamber/internal/flock"
 	"github.com/cryochamber/cryochamber/timer"
 )
 
@@ -104,44 +104,20 @@ func chamberID(dir string) string { return timer.ID(dir) }
 // ErrLocked means another live process holds the chamber's lock.
 var ErrLocked = errors.New("chamber is locked by another process")
 
-// Lock is a held flock(2) on the chamber's lock file in its private state directory. The kernel
-// releases it when the process dies, however it dies, so a lock can never outlive its holder;
-// and nothing in the chamber (a .cryo that became a file, a symlink) can make it fail.
-type Lock struct {
-	f *os.File
-}
+// Lock is the chamber's lock: flock(2) on a file in its private state directory (package
+// flock). The kernel releases it when the process dies, however it dies, so a lock can never
+// outlive its holder; and nothing in the chamber (a .cryo that became a file, a symlink) can
+// make it fail.
+type Lock = flock.Lock
 
 // tryLock takes the lock without waiting; ErrLocked when another process holds it.
 func (s store) tryLock() (*Lock, error) {
 	if err := s.ensure(); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(s.path(lockName), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open lock: %w", err)
+	l, err := flock.Try(s.path(lockName))
+	if errors.Is(err, flock.ErrBusy) {
+		return nil, ErrLocked
 	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, ErrLocked
-		}
-		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
-	}
-	return &Lock{f: f}, nil
-}
-
-// Unlock releases the lock. Safe to call twice.
-func (l *Lock) Unlock() {
-	if l == nil || l.f == nil {
-		return
-	}
-	_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
-	_ = l.f.Close()
-	l.f = nil
+	return l, err
 }

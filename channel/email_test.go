@@ -226,7 +226,7 @@ func TestEmailServerDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	status, _ = LastSync(f.state)
-	l.release()
+	l.Unlock()
 	if !status[0].Running || status[0].Unsent {
 		t.Errorf("LastSync while a sync runs = %+v", status)
 	}

@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cryochamber/cryochamber/internal/atomicfile"
+	"github.com/cryochamber/cryochamber/internal/flock"
 )
 
 // SyncDir is the directory of the sync state inside a chamber's private state directory
@@ -170,49 +170,20 @@ func (st *State) prune(now time.Time) {
 // namePrefixLayout is how message names begin (message.NewID): their UTC time.
 const namePrefixLayout = "20060102T150405"
 
-// lock is the sync lock of one chamber: flock(2) on sync/lock, never removed.
-type lock struct{ f *os.File }
-
-func takeLock(dir string) (*lock, error) {
-	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
+// takeLock takes the sync lock of one chamber (flock(2) on sync/lock, never removed), without
+// waiting: ErrBusy when another sync holds it.
+func takeLock(dir string) (*flock.Lock, error) {
+	l, err := flock.Try(filepath.Join(dir, "lock"))
+	if errors.Is(err, flock.ErrBusy) {
+		return nil, ErrBusy
 	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, ErrBusy
-		}
-		return nil, err
-	}
-	return &lock{f}, nil
+	return l, err
 }
 
 // syncRunning reports whether a sync holds the lock in dir: a pending publication then is one
-// being made, not one cut short. It asks with a shared lock, let go at once (a sync starting
-// in that instant finds the lock busy and leaves the work to the next).
+// being made, not one cut short.
 func syncRunning(dir string) bool {
-	f, err := os.Open(filepath.Join(dir, "lock"))
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
-	if err == nil {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	}
-	return errors.Is(err, syscall.EWOULDBLOCK)
-}
-
-func (l *lock) release() {
-	_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
-	_ = l.f.Close()
+	return flock.Held(filepath.Join(dir, "lock"))
 }
 
 // privateDir creates dir (and its parents) with mode 0700 and makes sure dir itself is 0700.

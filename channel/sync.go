@@ -83,7 +83,7 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer l.release()
+	defer l.Unlock()
 	// The chamber is untrusted: its mailbox is only ever opened confined (no symlink followed,
 	// no FIFO waited on, nothing outside the chamber).
 	fs, err := confined.Open(o.Dir)

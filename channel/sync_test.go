@@ -133,7 +133,7 @@ func TestSyncLockAndBrokenState(t *testing.T) {
 	if !errors.Is(err, ErrBusy) {
 		t.Errorf("Run while another holds the lock: %v", err)
 	}
-	l.release()
+	l.Unlock()
 
 	if err := os.WriteFile(filepath.Join(dir, "zulip.json"), []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"github.com/emersion/go-message/textproto"
 
 	"github.com/cryochamber/cryochamber/fallback"
+	"github.com/cryochamber/cryochamber/internal/termtext"
 )
 
 // EmailConfig is a chamber's email thread: its outbox mailed to To by SMTP, and the replies of
@@ -116,7 +117,7 @@ func (e *email) Summaries() bool { return e.c.Summaries }
 
 // subject is the thread's subject: the chamber ID in it lets a person start a new thread too.
 func (e *email) subject() string {
-	return "[" + e.c.ChamberID + "] " + oneLine(e.c.Name, 80)
+	return "[" + e.c.ChamberID + "] " + termtext.OneLine(e.c.Name, 80)
 }
 
 // ours reports a Message-ID of this chamber's thread: <ref>.<chamber ID>@<domain>.
@@ -146,7 +147,7 @@ func (e *email) Push(ctx context.Context, st *State, out Outgoing, now time.Time
 		auto = "auto-replied"
 	}
 	body := headline(out) + "\n\n" + strings.TrimRight(cleanText(out.Body, fallback.MaxMailBody-4096), "\n") +
-		"\n\n-- \ncryochamber, chamber " + oneLine(e.c.Dir, 300) + "\nAnswer this mail to write to the agent (only what you write is read; the quoted text is left out).\n"
+		"\n\n-- \ncryochamber, chamber " + termtext.OneLine(e.c.Dir, 300) + "\nAnswer this mail to write to the agent (only what you write is read; the quoted text is left out).\n"
 	m := fallback.Mail{Subject: subject, Body: body, Date: out.Time, MessageID: id, InReplyTo: parent, References: refs, AutoSubmitted: auto}
 	for _, to := range e.c.To {
 		if err := fallback.SendMail(ctx, cfg, to, m); err != nil {
@@ -242,11 +243,11 @@ func (e *email) Pull(ctx context.Context, st *State, now time.Time) (*Pulled, er
 	}
 	defer closeConn()
 	if err := c.Login(e.c.IMAP.Username, pw).Wait(); err != nil {
-		return nil, fail("login as "+oneLine(e.c.IMAP.Username, 100), err)
+		return nil, fail("login as "+termtext.OneLine(e.c.IMAP.Username, 100), err)
 	}
 	sel, err := c.Select(e.c.IMAP.Mailbox, &imap.SelectOptions{ReadOnly: true}).Wait()
 	if err != nil {
-		return nil, fail("open mailbox "+oneLine(e.c.IMAP.Mailbox, 100), err)
+		return nil, fail("open mailbox "+termtext.OneLine(e.c.IMAP.Mailbox, 100), err)
 	}
 	p := &Pulled{Cursor: st.Cursor}
 	var crit imap.SearchCriteria
@@ -457,12 +458,12 @@ func (e *email) classify(h head, st *State, threadIDs map[string]bool) (Incoming
 	if !fallback.ValidMessageID(h.messageID) {
 		key = fmt.Sprintf("uid:%d", h.uid)
 	}
-	from := oneLine(h.from, maxFrom)
+	from := termtext.OneLine(h.from, maxFrom)
 	switch {
 	case h.auto != "" && h.auto != "no":
-		return Incoming{}, &Ignored{Key: key, Reason: fmt.Sprintf("an automatic mail from %s (Auto-Submitted: %s)", from, oneLine(h.auto, 40))}, false
+		return Incoming{}, &Ignored{Key: key, Reason: fmt.Sprintf("an automatic mail from %s (Auto-Submitted: %s)", from, termtext.OneLine(h.auto, 40))}, false
 	case h.precedence == "bulk" || h.precedence == "junk" || h.precedence == "list" || h.precedence == "auto_reply":
-		return Incoming{}, &Ignored{Key: key, Reason: fmt.Sprintf("a bulk or automatic mail from %s (Precedence: %s)", from, oneLine(h.precedence, 40))}, false
+		return Incoming{}, &Ignored{Key: key, Reason: fmt.Sprintf("a bulk or automatic mail from %s (Precedence: %s)", from, termtext.OneLine(h.precedence, 40))}, false
 	case h.fromCount != 1:
 		return Incoming{}, &Ignored{Key: key, Reason: "a mail without exactly one From address"}, false
 	case !allowed(e.c.AllowedSenders, h.from):
@@ -482,7 +483,7 @@ func (e *email) classify(h head, st *State, threadIDs map[string]bool) (Incoming
 			}
 		}
 	}
-	return Incoming{Key: key, From: "email:" + from, Subject: oneLine(subject, maxSubject), Time: h.internal, Thread: thread}, nil, true
+	return Incoming{Key: key, From: "email:" + from, Subject: termtext.OneLine(subject, maxSubject), Time: h.internal, Thread: thread}, nil, true
 }
 
 // body fetches one mail, at most maxRawMail bytes of it.
@@ -514,7 +515,7 @@ func mailBody(raw []byte) string {
 	var notes []string
 	r, err := gomail.CreateReader(bytes.NewReader(raw))
 	if r == nil {
-		return fmt.Sprintf("(cryochamber could not read this mail: %v)\n", oneLine(errString(err), 200))
+		return fmt.Sprintf("(cryochamber could not read this mail: %v)\n", termtext.OneLine(errString(err), 200))
 	}
 	for parts := 0; parts < maxMailParts; parts++ {
 		p, err := r.NextPart()
@@ -522,7 +523,7 @@ func mailBody(raw []byte) string {
 			break
 		}
 		if err != nil && !gomessage.IsUnknownCharset(err) {
-			notes = append(notes, "part of the mail could not be read: "+oneLine(err.Error(), 200))
+			notes = append(notes, "part of the mail could not be read: "+termtext.OneLine(err.Error(), 200))
 			break
 		}
 		switch h := p.Header.(type) {
@@ -540,7 +541,7 @@ func mailBody(raw []byte) string {
 			if name == "" {
 				name = "(no name)"
 			}
-			notes = append(notes, "attachment "+oneLine(name, 100)+" left out")
+			notes = append(notes, "attachment "+termtext.OneLine(name, 100)+" left out")
 		}
 	}
 	text := plain

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cryochamber/cryochamber/internal/termtext"
 )
 
 // GitHubConfig is one issue that holds a chamber's conversation.
@@ -134,7 +136,7 @@ func (g *github) comments(ctx context.Context, since time.Time, now time.Time) (
 			return list, true, nil
 		}
 		if !g.api.sameOrigin(next) {
-			return nil, false, fmt.Errorf("the next page of %s is on another host (%s): not followed", g.where(), oneLine(next, 100))
+			return nil, false, fmt.Errorf("the next page of %s is on another host (%s): not followed", g.where(), termtext.OneLine(next, 100))
 		}
 	}
 	return list, false, nil
@@ -170,12 +172,12 @@ func (g *github) Pull(ctx context.Context, st *State, now time.Time) (*Pulled, e
 		key := "comment:" + strconv.FormatInt(c.ID, 10) + "@" + hex.EncodeToString(sum[:6])
 		login := c.User.Login
 		if !allowed(g.c.AllowedUsers, login) {
-			p.Ignored = append(p.Ignored, Ignored{Key: key, Reason: fmt.Sprintf("a comment on %s by %s, who is not in allowed_users", g.where(), oneLine(login, 60))})
+			p.Ignored = append(p.Ignored, Ignored{Key: key, Reason: fmt.Sprintf("a comment on %s by %s, who is not in allowed_users", g.where(), termtext.OneLine(login, 60))})
 			continue
 		}
 		if w := pin(st, "github:"+strings.ToLower(login), strconv.FormatInt(c.User.ID, 10)); w != "" {
-			p.Ignored = append(p.Ignored, Ignored{Key: key, Reason: "a comment by " + oneLine(login, 60) + ": " + w})
-			p.Warnings = append(p.Warnings, "github: "+oneLine(login, 60)+": "+w)
+			p.Ignored = append(p.Ignored, Ignored{Key: key, Reason: "a comment by " + termtext.OneLine(login, 60) + ": " + w})
+			p.Warnings = append(p.Warnings, "github: "+termtext.OneLine(login, 60)+": "+w)
 			continue
 		}
 		subject, at := "comment on "+g.where(), c.CreatedAt
@@ -183,7 +185,7 @@ func (g *github) Pull(ctx context.Context, st *State, now time.Time) (*Pulled, e
 			subject, at = "edited comment on "+g.where(), c.UpdatedAt
 		}
 		p.Messages = append(p.Messages, Incoming{
-			Key: key, From: "github:" + oneLine(login, 60), Subject: subject, Time: at,
+			Key: key, From: "github:" + termtext.OneLine(login, 60), Subject: subject, Time: at,
 			Body: cleanText(c.Body, MaxBody),
 		})
 	}
@@ -256,7 +258,7 @@ func githubLimited(resp *http.Response, body []byte, now time.Time) *RateLimited
 		return &RateLimited{Service: "GitHub", Until: now.Add(time.Minute), Why: "x-ratelimit-remaining: 0"}
 	}
 	if resp.StatusCode == http.StatusTooManyRequests || strings.Contains(strings.ToLower(githubErrText(body)), "rate limit") {
-		return &RateLimited{Service: "GitHub", Until: now.Add(time.Minute), Why: "secondary rate limit: " + oneLine(githubErrText(body), 120)}
+		return &RateLimited{Service: "GitHub", Until: now.Add(time.Minute), Why: "secondary rate limit: " + termtext.OneLine(githubErrText(body), 120)}
 	}
 	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cryochamber/cryochamber/internal/termtext"
 )
 
 // Bounds of one HTTP exchange with a service.
@@ -121,7 +123,7 @@ func (a *api) do(ctx context.Context, req *http.Request, now time.Time) (*http.R
 		return nil, nil, rl
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		msg := oneLine(a.errText(body), 300)
+		msg := termtext.OneLine(a.errText(body), 300)
 		if msg == "" {
 			msg = "no explanation"
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/internal/confined"
+	"github.com/cryochamber/cryochamber/internal/termtext"
 	"github.com/cryochamber/cryochamber/message"
 )
 
@@ -368,10 +369,10 @@ func headline(out Outgoing) string {
 	if out.Session > 0 {
 		sess = " (session " + strconv.Itoa(out.Session) + ")"
 	}
-	subj := oneLine(out.Subject, maxSubject)
+	subj := termtext.OneLine(out.Subject, maxSubject)
 	switch out.Kind {
 	case message.KindReply:
-		h := "Reply from " + oneLine(out.From, maxFrom) + sess
+		h := "Reply from " + termtext.OneLine(out.From, maxFrom) + sess
 		if subj != "" {
 			h += ": " + subj
 		}
@@ -383,5 +384,5 @@ func headline(out Outgoing) string {
 	case "summary":
 		return subj
 	}
-	return oneLine(out.Kind, 40) + sess + ": " + subj
+	return termtext.OneLine(out.Kind, 40) + sess + ": " + subj
 }

@@ -53,35 +53,6 @@ func isBidi(r rune) bool {
 	return r >= 0x202A && r <= 0x202E || r >= 0x2066 && r <= 0x2069
 }
 
-// oneLine makes untrusted text one header-safe line of at most max runes: every control,
-// separator and format character becomes a space, runs of spaces collapse.
-func oneLine(s string, max int) string {
-	var b strings.Builder
-	n := 0
-	space := false
-	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
-		if unicode.IsSpace(r) || unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Cf) {
-			space = b.Len() > 0
-			continue
-		}
-		need := 1
-		if space {
-			need = 2
-		}
-		if n+need > max {
-			break
-		}
-		if space {
-			b.WriteByte(' ')
-			n++
-			space = false
-		}
-		b.WriteRune(r)
-		n++
-	}
-	return b.String()
-}
-
 // Ref is the short reference of one published item: derived from the chamber and the item, so
 // that a run killed after publishing can find what it published (the marker in a GitHub
 // comment, a Zulip message, the Message-ID of a mail).

@@ -47,12 +47,6 @@ func TestCleanText(t *testing.T) {
 			t.Errorf("%s: cleanText(%q) = %q, want %q", tt.name, tt.in, got, tt.want)
 		}
 	}
-	if got := oneLine("a\r\nBcc: x\u2028y\u202e  z", 100); got != "a Bcc: x y z" {
-		t.Errorf("oneLine = %q", got)
-	}
-	if got := oneLine(strings.Repeat("é", 300), 200); len([]rune(got)) != 200 {
-		t.Errorf("oneLine kept %d runes, want 200", len([]rune(got)))
-	}
 }
 
 // Text the agent publishes cannot notify people: a prompt injection must not page anyone.

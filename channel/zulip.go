@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cryochamber/cryochamber/internal/termtext"
 )
 
 // ZulipConfig is one topic of one stream that holds a chamber's conversation.
@@ -123,7 +125,7 @@ func (z *zulip) get(ctx context.Context, q url.Values, now time.Time) (*zMessage
 		return nil, err
 	}
 	if m.Result != "success" {
-		return nil, fmt.Errorf("the messages of %s: result %q", z.where(), oneLine(m.Result, 40))
+		return nil, fmt.Errorf("the messages of %s: result %q", z.where(), termtext.OneLine(m.Result, 40))
 	}
 	return &m, nil
 }
@@ -176,12 +178,12 @@ func (z *zulip) Pull(ctx context.Context, st *State, now time.Time) (*Pulled, er
 		}
 		key := "message:" + strconv.FormatInt(m.ID, 10)
 		if !allowed(z.c.AllowedUsers, m.SenderEmail) {
-			p.Ignored = append(p.Ignored, Ignored{Key: key, Reason: fmt.Sprintf("a message in %s from %s, who is not in allowed_users", z.where(), oneLine(m.SenderEmail, 100))})
+			p.Ignored = append(p.Ignored, Ignored{Key: key, Reason: fmt.Sprintf("a message in %s from %s, who is not in allowed_users", z.where(), termtext.OneLine(m.SenderEmail, 100))})
 			continue
 		}
 		if w := pin(st, "zulip:"+strings.ToLower(m.SenderEmail), strconv.FormatInt(m.SenderID, 10)); w != "" {
-			p.Ignored = append(p.Ignored, Ignored{Key: key, Reason: "a message from " + oneLine(m.SenderEmail, 100) + ": " + w})
-			p.Warnings = append(p.Warnings, "zulip: "+oneLine(m.SenderEmail, 100)+": "+w)
+			p.Ignored = append(p.Ignored, Ignored{Key: key, Reason: "a message from " + termtext.OneLine(m.SenderEmail, 100) + ": " + w})
+			p.Warnings = append(p.Warnings, "zulip: "+termtext.OneLine(m.SenderEmail, 100)+": "+w)
 			continue
 		}
 		subject := "message in " + z.where()
@@ -189,7 +191,7 @@ func (z *zulip) Pull(ctx context.Context, st *State, now time.Time) (*Pulled, er
 			subject += " (edited before it was read)"
 		}
 		p.Messages = append(p.Messages, Incoming{
-			Key: key, From: "zulip:" + oneLine(m.SenderEmail, 100), Subject: oneLine(subject, maxSubject), Time: at,
+			Key: key, From: "zulip:" + termtext.OneLine(m.SenderEmail, 100), Subject: termtext.OneLine(subject, maxSubject), Time: at,
 			Body: cleanText(m.Content, MaxBody),
 		})
 	}
@@ -219,7 +221,7 @@ func (z *zulip) Push(ctx context.Context, st *State, out Outgoing, now time.Time
 		return "", err
 	}
 	if r.Result != "success" || r.ID == 0 {
-		return "", fmt.Errorf("send to %s: result %q", z.where(), oneLine(r.Result, 40))
+		return "", fmt.Errorf("send to %s: result %q", z.where(), termtext.OneLine(r.Result, 40))
 	}
 	return "message:" + strconv.FormatInt(r.ID, 10), nil
 }

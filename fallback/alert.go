@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/cryochamber/cryochamber/internal/termtext"
 )
 
 // Alert is what is delivered.
@@ -32,46 +34,6 @@ const (
 )
 
 const truncatedMark = " [truncated]"
-
-// sanitizeHeader returns s as one line that is safe in a mail header: invalid UTF-8 becomes
-// U+FFFD, and every control character (CR and LF included), line or paragraph separator and
-// format character (such as a bidi override) becomes a space. Leading and trailing spaces are
-// trimmed and runs of spaces collapse to one, so "a\r\nBcc: x" reads "a Bcc: x". The result
-// has at most maxRunes runes (no limit when maxRunes <= 0).
-func sanitizeHeader(s string, maxRunes int) string {
-	var b strings.Builder
-	n := 0
-	space := false
-	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
-		if isHeaderUnsafe(r) || unicode.IsSpace(r) {
-			space = b.Len() > 0
-			continue
-		}
-		// One rune is reserved for a pending space so the bound holds exactly.
-		need := 1
-		if space {
-			need = 2
-		}
-		if maxRunes > 0 && n+need > maxRunes {
-			break
-		}
-		if space {
-			b.WriteByte(' ')
-			n++
-			space = false
-		}
-		b.WriteRune(r)
-		n++
-	}
-	return b.String()
-}
-
-// isHeaderUnsafe reports the runes that must never reach a header: controls (C0, DEL, C1),
-// Unicode line and paragraph separators, and format characters, which include the bidi
-// overrides that make a subject read differently from what it says.
-func isHeaderUnsafe(r rune) bool {
-	return unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Cf)
-}
 
 // sanitizeBody keeps line breaks (normalised to \n) and tabs, replaces other control
 // characters with a space and invalid UTF-8 with U+FFFD, and cuts the text at maxBytes on a
@@ -107,7 +69,7 @@ func sanitizeBody(s string, maxBytes int) string {
 
 // chamberName is the last element of the chamber path: what a person calls the chamber.
 func chamberName(a Alert) string {
-	name := sanitizeHeader(filepath.Base(a.Chamber), maxNameRunes)
+	name := termtext.OneLine(filepath.Base(a.Chamber), maxNameRunes)
 	if name == "" || name == "." || name == "/" {
 		return "chamber"
 	}
@@ -115,7 +77,7 @@ func chamberName(a Alert) string {
 }
 
 func reasonText(a Alert) string {
-	r := sanitizeHeader(a.Reason, maxReasonRunes)
+	r := termtext.OneLine(a.Reason, maxReasonRunes)
 	if r == "" {
 		return "alert"
 	}
@@ -139,12 +101,12 @@ func Body(a Alert) string {
 		b.WriteString(msg)
 		b.WriteString("\n\n")
 	}
-	b.WriteString("Chamber: " + sanitizeHeader(a.Chamber, maxPathRunes) + "\n")
+	b.WriteString("Chamber: " + termtext.OneLine(a.Chamber, maxPathRunes) + "\n")
 	if a.Host != "" {
-		b.WriteString("Host:    " + sanitizeHeader(a.Host, maxNameRunes) + "\n")
+		b.WriteString("Host:    " + termtext.OneLine(a.Host, maxNameRunes) + "\n")
 	}
 	b.WriteString("Session: " + strconv.Itoa(a.Session) + "\n")
-	b.WriteString("Reason:  " + sanitizeHeader(a.Reason, maxReasonRunes) + "\n")
+	b.WriteString("Reason:  " + termtext.OneLine(a.Reason, maxReasonRunes) + "\n")
 	b.WriteString("Time:    " + timeText(a.Time) + "\n")
 	b.WriteString("\nSee `cryochamber status` and `cryochamber log --session " +
 		strconv.Itoa(a.Session) + "` in the chamber.\n")
@@ -157,16 +119,16 @@ var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // Text is the one-paragraph human summary sent in the webhook's "text" field.
 func Text(a Alert) string {
-	msg := sanitizeHeader(a.Message, maxTextRunes) // one line, bounded
+	msg := termtext.OneLine(a.Message, maxTextRunes) // one line, bounded
 	var b strings.Builder
 	fmt.Fprintf(&b, "cryochamber: %s: %s (session %d) at %s.", chamberName(a), reasonText(a),
 		a.Session, timeText(a.Time))
 	if msg != "" {
 		b.WriteString(" " + msg)
 	}
-	b.WriteString(" Chamber: " + sanitizeHeader(a.Chamber, maxPathRunes))
+	b.WriteString(" Chamber: " + termtext.OneLine(a.Chamber, maxPathRunes))
 	if a.Host != "" {
-		b.WriteString(" on " + sanitizeHeader(a.Host, maxNameRunes))
+		b.WriteString(" on " + termtext.OneLine(a.Host, maxNameRunes))
 	}
 	return slackEscaper.Replace(b.String())
 }

@@ -18,6 +18,8 @@ import (
 
 	gomail "github.com/wneessen/go-mail"
 	"github.com/wneessen/go-mail/smtp"
+
+	"github.com/cryochamber/cryochamber/internal/termtext"
 )
 
 // TLS policies for EmailConfig.TLS.
@@ -293,7 +295,7 @@ func newMessage(from, to string, mail Mail) (*gomail.Msg, error) {
 	if err := m.To(to); err != nil {
 		return nil, fmt.Errorf("email target %q: %w", to, err)
 	}
-	m.Subject(sanitizeHeader(mail.Subject, 200))
+	m.Subject(termtext.OneLine(mail.Subject, 200))
 	m.SetBodyString(gomail.TypeTextPlain, sanitizeBody(mail.Body, MaxMailBody))
 	if !mail.Date.IsZero() {
 		m.SetDateWithValue(mail.Date)
@@ -301,7 +303,7 @@ func newMessage(from, to string, mail Mail) (*gomail.Msg, error) {
 	m.SetUserAgent("cryochamber")
 	for _, id := range append([]string{mail.MessageID, mail.InReplyTo}, mail.References...) {
 		if id != "" && !ValidMessageID(id) {
-			return nil, fmt.Errorf("email: %q is not a message identifier", sanitizeHeader(id, 80))
+			return nil, fmt.Errorf("email: %q is not a message identifier", termtext.OneLine(id, 80))
 		}
 	}
 	if mail.MessageID != "" {
@@ -324,7 +326,7 @@ func newMessage(from, to string, mail Mail) (*gomail.Msg, error) {
 	case "auto-generated", "auto-replied":
 		m.SetGenHeader(gomail.Header("Auto-Submitted"), mail.AutoSubmitted)
 	default:
-		return nil, fmt.Errorf("email: Auto-Submitted %q is not auto-generated or auto-replied", sanitizeHeader(mail.AutoSubmitted, 40))
+		return nil, fmt.Errorf("email: Auto-Submitted %q is not auto-generated or auto-replied", termtext.OneLine(mail.AutoSubmitted, 40))
 	}
 	return m, nil
 }
@@ -463,7 +465,7 @@ func pickMechanism(si *smtp.ServerInfo) (string, error) {
 		return "", errors.New(`refusing to send the password in clear: the server offers only PLAIN or LOGIN and the connection is not encrypted (use tls = "starttls-required" or "tls")`)
 	}
 	return "", fmt.Errorf("the server offers no AUTH mechanism we speak (it offers %s; we speak %s)",
-		sanitizeHeader(strings.Join(si.Auth, " "), 200), strings.Join(authPreference, " "))
+		termtext.OneLine(strings.Join(si.Auth, " "), 200), strings.Join(authPreference, " "))
 }
 
 func isLoopback(host string) bool {

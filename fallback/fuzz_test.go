@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/cryochamber/cryochamber/internal/termtext"
 )
 
 // FuzzSanitizeHeader: whatever an agent prints, a header piece comes out as one bounded line
@@ -16,24 +18,24 @@ func FuzzSanitizeHeader(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string, maxRunes int) {
 		maxRunes %= 300
-		got := sanitizeHeader(s, maxRunes)
+		got := termtext.OneLine(s, maxRunes)
 		if !utf8.ValidString(got) {
-			t.Fatalf("sanitizeHeader(%q) = %q: invalid UTF-8", s, got)
+			t.Fatalf("termtext.OneLine(%q) = %q: invalid UTF-8", s, got)
 		}
-		if strings.ContainsFunc(got, isHeaderUnsafe) || strings.ContainsAny(got, "\r\n\t") {
-			t.Fatalf("sanitizeHeader(%q) = %q: holds an unsafe rune", s, got)
+		if strings.ContainsFunc(got, termtext.UnsafeInLine) || strings.ContainsAny(got, "\r\n\t") {
+			t.Fatalf("termtext.OneLine(%q) = %q: holds an unsafe rune", s, got)
 		}
 		if got != strings.TrimSpace(got) || strings.Contains(got, "  ") {
-			t.Fatalf("sanitizeHeader(%q) = %q: spaces not collapsed", s, got)
+			t.Fatalf("termtext.OneLine(%q) = %q: spaces not collapsed", s, got)
 		}
 		if n := utf8.RuneCountInString(got); maxRunes > 0 && n > maxRunes {
-			t.Fatalf("sanitizeHeader(%q, %d) = %q: %d runes", s, maxRunes, got, n)
+			t.Fatalf("termtext.OneLine(%q, %d) = %q: %d runes", s, maxRunes, got, n)
 		}
-		if again := sanitizeHeader(got, maxRunes); again != got {
+		if again := termtext.OneLine(got, maxRunes); again != got {
 			t.Fatalf("not idempotent: %q then %q", got, again)
 		}
 		a := Alert{Chamber: "/c/" + s, Session: maxRunes, Reason: s, Message: s, Time: time.Unix(0, 0)}
-		if subj := Subject(a); strings.ContainsFunc(subj, isHeaderUnsafe) || !utf8.ValidString(subj) {
+		if subj := Subject(a); strings.ContainsFunc(subj, termtext.UnsafeInLine) || !utf8.ValidString(subj) {
 			t.Fatalf("Subject(%q) = %q", s, subj)
 		}
 		checkTexts(t, a)

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/cryochamber/cryochamber/internal/termtext"
 )
 
 // Webhook defaults and bounds.
@@ -63,12 +65,12 @@ type payload struct {
 // WebhookBody is the exact JSON body PostWebhook sends (and signs) for a.
 func WebhookBody(a Alert) ([]byte, error) {
 	return json.Marshal(payload{
-		Chamber: sanitizeHeader(a.Chamber, maxPathRunes),
+		Chamber: termtext.OneLine(a.Chamber, maxPathRunes),
 		Session: a.Session,
-		Reason:  sanitizeHeader(a.Reason, maxReasonRunes),
+		Reason:  termtext.OneLine(a.Reason, maxReasonRunes),
 		Message: sanitizeBody(a.Message, maxMessageBytes),
 		Time:    timeText(a.Time),
-		Host:    sanitizeHeader(a.Host, maxNameRunes),
+		Host:    termtext.OneLine(a.Host, maxNameRunes),
 		Text:    Text(a),
 	})
 }

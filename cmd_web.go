@@ -43,9 +43,9 @@ README).
    cryochamber web --uninstall  remove what --install installed
 
 It listens on 127.0.0.1 and on a Unix socket (0600). Every request needs the token kept in
-$XDG_STATE_HOME/cryochamber/web/token (0600): the URL carries it once and the browser keeps
-it in a cookie; scripts send it in the X-Cryo-Token header, and changes are only made by
-POST with that header.`,
+$XDG_STATE_HOME/cryochamber/web/token (0600): the printed URL carries it and the pages' links
+carry it on (never a cookie, which every port of 127.0.0.1 would receive); scripts send it in
+the X-Cryo-Token header, and changes are only made by POST with that header.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: defaultWebListen, Usage: "loopback `ADDRESS:PORT` to listen on (127.0.0.1 or [::1] only)"},
 			&cli.StringFlag{Name: "socket", Usage: "Unix socket `PATH` to listen on too (default $XDG_RUNTIME_DIR/cryochamber/web.sock; \"off\" for none)"},

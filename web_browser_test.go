@@ -11,6 +11,8 @@ import (
 	"flag"
 	"fmt"
 	"image/png"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -186,7 +188,7 @@ func TestWebBrowser(t *testing.T) {
 		t.Helper()
 		checks := map[string]string{
 			"no agent script ran":                   `window.__pwned === undefined`,
-			"the page's one script is its own":      `document.scripts.length === 1 && document.scripts[0].src === location.origin + '/assets/app.js'`,
+			"the page's one script is its own":      `document.scripts.length === 1 && document.scripts[0].src === location.origin + '/assets/app.js?token=' + document.querySelector('meta[name=cryo-token]').content`,
 			"no image element":                      `document.images.length === 0`,
 			"no javascript: link":                   `document.querySelectorAll('[href^="javascript:" i], [src^="javascript:" i]').length === 0`,
 			"no event handler attribute":            `![...document.querySelectorAll('*')].some(el => [...el.attributes].some(a => a.name.startsWith('on')))`,
@@ -202,12 +204,35 @@ func TestWebBrowser(t *testing.T) {
 		}
 	}
 
-	// The overview: the token URL logs in and leaves the token out of the address bar.
+	// The overview: the printed URL opens it; the token stays in the URL (never in a cookie).
 	step("open the printed URL", chromedp.Navigate(srv.url))
 	until("the overview lists both chambers", `document.querySelectorAll('tr.chamber').length === 2`, 30*time.Second)
-	if loc := eval(`location.href`); loc != base+"/" {
-		t.Errorf("after login the address is %v", loc)
+	if loc := eval(`location.href`); loc != srv.url {
+		t.Errorf("the overview's address is %v", loc)
 	}
+	if c := eval(`document.cookie`); c != "" {
+		t.Errorf("the dashboard left a cookie: %v", c)
+	}
+	// Another program listening on 127.0.0.1 (an agent's "preview" server, another user's
+	// server) is visited in the same browser. Browsers send a host's cookies to every port of it
+	// (RFC 6265 §8.5), so nothing the dashboard leaves in the browser may carry the token: with
+	// it, that program could send, wake and cancel every chamber.
+	tok := srv.url[strings.Index(srv.url, "token=")+len("token="):]
+	q := "?token=" + tok
+	heard := make(chan string, 1)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/preview" {
+			heard <- r.URL.String() + " " + r.Header.Get("Cookie")
+		}
+		fmt.Fprint(w, "<!doctype html><title>preview</title><p>a preview")
+	}))
+	defer other.Close() // open until the end: the browser may still ask it for an icon
+	step("visit another server on 127.0.0.1", chromedp.Navigate(other.URL+"/preview"))
+	if got := <-heard; strings.Contains(got, tok) {
+		t.Errorf("another port of 127.0.0.1 received the dashboard's token: %q", got)
+	}
+	step("back to the dashboard", chromedp.Navigate(srv.url))
+	until("the overview again", `document.querySelectorAll('tr.chamber').length === 2`, 30*time.Second)
 	names := eval(`[...document.querySelectorAll('tr.chamber .name')].map(e => e.textContent).join(',')`)
 	if names != "release-watch,untrusted-input" {
 		t.Errorf("overview chambers: %v", names)
@@ -220,7 +245,7 @@ func TestWebBrowser(t *testing.T) {
 
 	// A message from the chamber's page wakes it; the reply appears without a reload.
 	sctx, scancel := context.WithTimeout(ctx, 60*time.Second)
-	if _, err := chromedp.Run(sctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(`a.name[href="/c/`+timer.ID(news)+`"]`)))); err != nil {
+	if _, err := chromedp.Run(sctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(`a.name[href="/c/`+timer.ID(news)+q+`"]`)))); err != nil {
 		t.Fatalf("open release-watch: %v", err)
 	}
 	scancel()
@@ -253,7 +278,7 @@ func TestWebBrowser(t *testing.T) {
 	until("the page shows it armed again", `document.querySelector('#head .state').textContent === 'armed' && document.querySelector('button[data-target=pause-form]') !== null`, 30*time.Second)
 
 	// The untrusted chamber: every piece of its text is text.
-	step("open untrusted-input", chromedp.Navigate(base+"/c/"+timer.ID(untrusted)))
+	step("open untrusted-input", chromedp.Navigate(base+"/c/"+timer.ID(untrusted)+q))
 	until("its latest block streams in", `document.getElementById('live').textContent.includes('<script>window.__pwned=1</script>')`, 30*time.Second)
 	for _, text := range []string{
 		"<script>window.__pwned=1</script>", "<img src=x onerror='window.__pwned=2'>",
@@ -275,7 +300,7 @@ func TestWebBrowser(t *testing.T) {
 	until("the override is neutralized", `['block', 'live'].every(id => { const t = document.getElementById(id).textContent; return t.includes('bidi \ufffdtxt.exe') && !t.includes('\u202e'); })`, 10*time.Second)
 	// Clicking the agent's would-be links does nothing: they are text.
 	eval(`[...document.querySelectorAll('#block .t, #live .t')].filter(e => e.textContent.includes('javascript:')).forEach(e => e.click())`)
-	if loc := eval(`location.href`); loc != base+"/c/"+timer.ID(untrusted) {
+	if loc := eval(`location.href`); loc != base+"/c/"+timer.ID(untrusted)+q {
 		t.Errorf("clicking agent text navigated to %v", loc)
 	}
 	noScriptRan("untrusted-input page")
@@ -303,7 +328,7 @@ func TestWebBrowser(t *testing.T) {
 	eval(`(() => { const s = document.createElement('script'); s.textContent = 'window.__inline = 1'; document.body.appendChild(s); return true; })()`)
 	until("the policy refuses an injected inline script", `window.__inline === undefined && window.__csp.some(r => r.startsWith('script-src'))`, 10*time.Second)
 	// The overview follows sessions by itself too: one run from the command line shows up.
-	step("back to the overview", chromedp.Navigate(base+"/"))
+	step("back to the overview", chromedp.Navigate(base+"/"+q))
 	until("the overview", `document.querySelectorAll('tr.chamber').length === 2`, 30*time.Second)
 	eval(`window.__sameDocument = true`)
 	row := `document.querySelector('tr[data-id="` + timer.ID(news) + `"]')`
@@ -313,7 +338,7 @@ func TestWebBrowser(t *testing.T) {
 	until("the overview shows session 3 without a reload", `window.__sameDocument === true && `+row+`.querySelector('td.num').textContent.trim() === '3'`, 60*time.Second)
 
 	// Cancel, after its confirmation.
-	step("open untrusted-input again", chromedp.Navigate(base+"/c/"+timer.ID(untrusted)))
+	step("open untrusted-input again", chromedp.Navigate(base+"/c/"+timer.ID(untrusted)+q))
 	step("ask to cancel", chromedp.Click(chromedp.CSS(`button[data-target=cancel-confirm]`)))
 	if eval(`document.querySelector('#head .state').textContent`) != "armed" {
 		t.Fatal("asking to cancel cancelled")

@@ -228,7 +228,8 @@ func (f *fixture) cryo(want int, args ...string) string {
 
 func (f *fixture) id(name string) string { return timer.ID(f.dirs[name]) }
 
-// req sends a request to the dashboard; auth is "header", "cookie" or "" (none).
+// req sends a request to the dashboard; auth is "header", "url" (?token=), "cookie" (the token
+// in a cookie, which the dashboard never accepts) or "" (none).
 func (f *fixture) req(method, path, auth string, body any, hdr ...string) *http.Response {
 	f.t.Helper()
 	var rd *bytes.Reader
@@ -254,8 +255,12 @@ func (f *fixture) req(method, path, auth string, body any, hdr ...string) *http.
 	switch auth {
 	case "header":
 		r.Header.Set(web.TokenHeader, f.token)
+	case "url":
+		q := r.URL.Query()
+		q.Set("token", f.token)
+		r.URL.RawQuery = q.Encode()
 	case "cookie":
-		r.AddCookie(&http.Cookie{Name: web.CookieName, Value: f.token})
+		r.AddCookie(&http.Cookie{Name: "cryochamber_token", Value: f.token})
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		if strings.EqualFold(hdr[i], "Host") {

@@ -15,15 +15,15 @@ import (
 //     origin, framing, sniffing, caching, a Referer;
 //   - a request over TCP must name this server as its Host (a loopback name and our port), so a
 //     web page that rebinds its own host name to 127.0.0.1 gets nothing;
-//   - every request carries the token: the cookie that the login URL (?token=) sets, or the
-//     X-Cryo-Token (or Authorization: Bearer) header;
+//   - every request carries the token: in its URL (?token=, which every link and form of the
+//     pages carries on), or in the X-Cryo-Token (or Authorization: Bearer) header. Never in a
+//     cookie: browsers send a host's cookies to every port of it (RFC 6265 §8.5), so any program
+//     listening on 127.0.0.1 that the operator visits, an agent's own server included, would
+//     receive it. The Referrer-Policy keeps the URL from leaving in a Referer;
 //   - a POST, the only method that changes anything, must carry the token in a header, which
 //     another site's page cannot add without our permission (CORS preflight, never granted),
 //     must come from our own origin when the browser says where it comes from, and must be
 //     JSON.
-
-// CookieName is the cookie that carries the token in a browser.
-const CookieName = "cryochamber_token"
 
 // TokenHeader is the header that carries the token in a script or a POST.
 const TokenHeader = "X-Cryo-Token"
@@ -57,16 +57,16 @@ func (s *Server) secure(h http.Handler) http.Handler {
 			s.deny(w, r, http.StatusMethodNotAllowed, "method not allowed", "")
 			return
 		}
-		if q := r.URL.Query(); q.Has("token") && r.Method != http.MethodPost {
-			s.login(w, r, q.Get("token"))
-			return
-		}
 		header := headerToken(r)
-		cookie := ""
-		if c, err := r.Cookie(CookieName); err == nil {
-			cookie = c.Value
+		inURL := ""
+		if q := r.URL.Query(); q.Has("token") {
+			inURL = q.Get("token")
+			if !s.tokenOK(inURL) && !s.tokenOK(header) {
+				s.deny(w, r, http.StatusUnauthorized, "wrong token", "open the URL that `cryochamber web` printed (or `cryochamber web --url`)")
+				return
+			}
 		}
-		if !s.tokenOK(header) && !s.tokenOK(cookie) {
+		if !s.tokenOK(header) && !s.tokenOK(inURL) {
 			s.deny(w, r, http.StatusUnauthorized, "no valid token", "open the URL that `cryochamber web` printed (or `cryochamber web --url`), or send the token in the "+TokenHeader+" header")
 			return
 		}
@@ -102,7 +102,7 @@ func (s *Server) tokenOK(t string) bool {
 // postRefused says why a POST that carries a valid token somewhere is still refused, or "".
 func (s *Server) postRefused(r *http.Request, header string) string {
 	if !s.tokenOK(header) {
-		return "a change needs the token in the " + TokenHeader + " header (a cookie alone could come from another site's form)"
+		return "a change needs the token in the " + TokenHeader + " header (a URL alone could come from another site's form)"
 	}
 	if o := r.Header.Get("Origin"); o != "" && o != "null" {
 		u, err := url.Parse(o)
@@ -119,22 +119,6 @@ func (s *Server) postRefused(r *http.Request, header string) string {
 		return "the body must be JSON (Content-Type: application/json)"
 	}
 	return ""
-}
-
-// login turns the token of the URL that `web` printed into a cookie, and sends the browser on
-// to the same page without the token, so that it stays out of the history and the address bar.
-func (s *Server) login(w http.ResponseWriter, r *http.Request, tok string) {
-	if !s.tokenOK(tok) {
-		s.deny(w, r, http.StatusUnauthorized, "wrong token", "open the URL that `cryochamber web` printed (or `cryochamber web --url`)")
-		return
-	}
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-	u := *r.URL
-	q := u.Query()
-	q.Del("token")
-	u.RawQuery = q.Encode()
-	u.Scheme, u.Host = "", ""
-	http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
 }
 
 // hostAllowed checks the Host header of a request that came over TCP: a loopback name or

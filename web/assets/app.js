@@ -9,6 +9,9 @@
   const chamber = document.body.dataset.chamber;
   const notice = document.getElementById('notice');
   const api = (what) => '/api/chambers/' + encodeURIComponent(chamber) + '/' + what;
+  // An EventSource cannot send a header: its URL carries the token, as the page's links do
+  // (never a cookie, which every port of 127.0.0.1 would receive).
+  const withToken = (path) => path + '?token=' + encodeURIComponent(token);
 
   function say(text) { if (notice) notice.textContent = text; }
 
@@ -31,7 +34,7 @@
   function refresh() {
     if (busy) { again = true; return; }
     busy = (async () => {
-      const r = await fetch(location.href, { credentials: 'same-origin', headers: { Accept: 'text/html' } });
+      const r = await fetch(location.href, { credentials: 'same-origin', headers: { Accept: 'text/html', 'X-Cryo-Token': token } });
       if (!r.ok) return;
       const doc = new DOMParser().parseFromString(await r.text(), 'text/html');
       for (const el of document.querySelectorAll('[data-region]')) {
@@ -120,7 +123,7 @@
     live.appendChild(d);
   }
   if (page === 'chamber' && live && window.EventSource) {
-    const es = new EventSource(api('events'));
+    const es = new EventSource(withToken(api('events')));
     es.addEventListener('log', (e) => {
       const b = JSON.parse(e.data);
       const atEnd = live.scrollTop + live.clientHeight >= live.scrollHeight - 4;
@@ -136,7 +139,7 @@
     es.addEventListener('changed', soon);
   }
   if (page === 'overview' && window.EventSource) {
-    const es = new EventSource('/api/events');
+    const es = new EventSource(withToken('/api/events'));
     es.addEventListener('changed', soon);
   }
 })();

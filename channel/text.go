@@ -149,7 +149,7 @@ const wordJoiner = "\u2060"
 
 var (
 	githubMentionRE = lazyRegexp(`@([A-Za-z0-9])`)
-	zulipMentionRE  = lazyRegexp(`@(_?\*\*|_?\{)`)
+	zulipMentionRE  = lazyRegexp(`@(_?\*|_?\{)`)
 )
 
 // neutralizeGitHub keeps text published on GitHub from notifying anyone: the agent reads
@@ -159,7 +159,8 @@ func neutralizeGitHub(s string) string {
 	return githubMentionRE().ReplaceAllString(s, "@"+wordJoiner+"$1")
 }
 
-// neutralizeZulip does the same for Zulip's @**name**, @_**name** (silent) and @**all** forms.
+// neutralizeZulip does the same for Zulip's @**name**, @_**name** (silent), @**all** and user
+// group (@*group*, @_*group*) forms.
 func neutralizeZulip(s string) string {
 	return zulipMentionRE().ReplaceAllString(s, "@"+wordJoiner+"$1")
 }

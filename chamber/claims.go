@@ -149,7 +149,7 @@ func (r *runner) finishClaims(n int, m *marker.Result, o outcome) error {
 				id = fmt.Sprintf("%s-part%d", id, p+1)
 			}
 			msg := &message.Message{ID: id, From: from, Subject: replySubject(r, n), Time: t, Kind: message.KindReply, Session: n, InReplyTo: part, Body: body}
-			if _, err := message.Write(r.fs, outboxDir, msg); err != nil && !errors.Is(err, os.ErrExist) {
+			if _, err := r.writeOutbox(msg); err != nil && !errors.Is(err, os.ErrExist) {
 				errs = append(errs, err)
 			}
 		}
@@ -218,7 +218,7 @@ func (r *runner) writeNotice(n int, at time.Time, reason, text string) {
 		Session: n,
 		Body:    text,
 	}
-	if _, err := message.Write(r.fs, outboxDir, msg); err != nil && !errors.Is(err, os.ErrExist) {
+	if _, err := r.writeOutbox(msg); err != nil && !errors.Is(err, os.ErrExist) {
 		r.warnf("cannot write a notice to the outbox: %v", err)
 	}
 }

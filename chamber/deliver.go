@@ -293,7 +293,7 @@ func (r *runner) writeOutboxCopy(a *pendingAlert) error {
 		Delivery: clipBytes(a.summary(), 1000),
 		Body:     strings.TrimRight(body, "\n") + "\n",
 	}
-	_, err := message.Write(r.fs, outboxDir, msg)
+	_, err := r.writeOutbox(msg)
 	return err
 }
 

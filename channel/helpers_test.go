@@ -35,12 +35,31 @@ func newChamber(t *testing.T) *chamber {
 	return c
 }
 
-// outbox writes an outbox message and returns its ID.
+// outbox writes an outbox message as cryochamber files it (sealed with the chamber's key) and
+// returns its ID.
 func (c *chamber) outbox(t *testing.T, at time.Time, kind, from, body string, inReplyTo ...string) string {
 	t.Helper()
+	return c.outboxFile(t, true, at, kind, from, body, inReplyTo...)
+}
+
+// outboxFile writes an outbox message, sealed or not (as the agent could write one).
+func (c *chamber) outboxFile(t *testing.T, sealed bool, at time.Time, kind, from, body string, inReplyTo ...string) string {
+	t.Helper()
 	m := &message.Message{ID: at.UTC().Format("20060102T150405.000000000Z") + "-" + from + "-0000", From: from, Time: at, Kind: kind, Session: 2, InReplyTo: inReplyTo, Body: body}
-	if kind == message.KindNotice {
+	if kind == message.KindNotice || kind == message.KindAlert {
 		m.Subject = "garden: session 2 retrying"
+	}
+	if sealed {
+		if err := os.MkdirAll(c.state, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		key, err := message.SealKey(filepath.Join(c.state, message.SealKeyFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.SealWith(key); err != nil {
+			t.Fatal(err)
+		}
 	}
 	fs, sub := openMailbox(t, filepath.Join(c.dir, message.OutboxDir))
 	if _, err := message.Write(fs, sub, m); err != nil {

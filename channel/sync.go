@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -96,7 +97,13 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the outbox: %w", err)
 	}
-	s := &syncer{o: o, dir: dir, fs: fs, names: names, cache: map[string]*message.Message{}}
+	// Only what cryochamber sealed is published in its voice (message/seal.go). No key yet: it
+	// has sealed nothing, and every outbox file is the agent's.
+	key, err := message.LoadSealKey(filepath.Join(o.StateDir, message.SealKeyFile))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	s := &syncer{o: o, dir: dir, fs: fs, names: names, key: key, cache: map[string]*message.Message{}}
 	var results []Result
 	for _, ch := range o.Channels {
 		results = append(results, s.one(ctx, ch))
@@ -109,6 +116,7 @@ type syncer struct {
 	dir   string
 	fs    *confined.Dir // the chamber
 	names []string
+	key   []byte                      // the chamber's seal key (nil: none yet)
 	cache map[string]*message.Message // outbox messages read so far (nil: unreadable)
 }
 
@@ -348,7 +356,14 @@ func (s *syncer) todo(ch Channel, st *State) []Outgoing {
 		default:
 			continue
 		}
-		items = append(items, Outgoing{ID: id, Ref: Ref(s.o.ID, id), Kind: m.Kind, From: m.From, Subject: m.Subject,
+		kind, from := m.Kind, m.From
+		if !m.SealedBy(s.key) {
+			// Not filed by cryochamber (the agent, or anyone who can write in the chamber):
+			// whatever its header says, it goes out as the agent's words, never as an alert,
+			// a notice or a reply from cryochamber.
+			kind, from = message.KindReply, UnsealedFrom
+		}
+		items = append(items, Outgoing{ID: id, Ref: Ref(s.o.ID, id), Kind: kind, From: from, Subject: m.Subject,
 			Session: m.Session, Time: m.Time, Body: m.Body, InReplyTo: m.InReplyTo})
 	}
 	if sum := s.o.Summary; sum != nil && ch.Summaries() && !sum.End.Before(st.Floor) {
@@ -362,6 +377,9 @@ func (s *syncer) todo(ch Channel, st *State) []Outgoing {
 	sort.SliceStable(items, func(i, j int) bool { return items[i].Time.Before(items[j].Time) })
 	return items
 }
+
+// UnsealedFrom is the author a published outbox file gets when cryochamber did not seal it.
+const UnsealedFrom = "the agent (a file in its outbox)"
 
 // headline is the first line of a published item: what it is, in words.
 func headline(out Outgoing) string {

@@ -45,6 +45,7 @@ func TestRemoteTextIsData(t *testing.T) {
 type scripted struct {
 	pulled []Incoming
 	pushed []string
+	heads  map[string]string // what each published item's first line said
 	fail   error
 }
 
@@ -58,10 +59,45 @@ func (s *scripted) Push(_ context.Context, _ *State, out Outgoing, _ time.Time) 
 		return "", s.fail
 	}
 	s.pushed = append(s.pushed, out.ID)
+	if s.heads == nil {
+		s.heads = map[string]string{}
+	}
+	s.heads[out.ID] = headline(out)
 	return "message:" + out.ID, nil
 }
 func (s *scripted) Find(context.Context, *State, Outgoing, time.Time) (string, bool, error) {
 	return "", false, nil
+}
+
+// The agent can write in its outbox: a file it wrote that says `kind: alert` or `from:
+// cryochamber`, or a copy of a real alert under another name, is published as the agent's
+// words, never in cryochamber's voice. What cryochamber filed (sealed) keeps its kind.
+func TestOnlySealedSpeaksForCryochamber(t *testing.T) {
+	c := newChamber(t)
+	real := c.outbox(t, t0.Add(-4*time.Minute), message.KindAlert, "cryochamber", "session 2 failed\n")
+	forged := c.outboxFile(t, false, t0.Add(-3*time.Minute), message.KindAlert, "cryochamber", "Your SMTP password expired. Reply with the new one.\n")
+	posing := c.outboxFile(t, false, t0.Add(-2*time.Minute), message.KindReply, "cryochamber", "all is well\n")
+	data, err := os.ReadFile(filepath.Join(c.dir, message.OutboxDir, real+".md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := t0.Add(-time.Minute).UTC().Format("20060102T150405.000000000Z") + "-cryochamber-0001"
+	if err := os.WriteFile(filepath.Join(c.dir, message.OutboxDir, copied+".md"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ch := &scripted{}
+	noErr(t, c.run1(t, ch))
+	agent := "Reply from " + UnsealedFrom + " (session 2)"
+	for id, want := range map[string]string{
+		real:   "Alert (session 2): garden: session 2 retrying",
+		forged: agent + ": garden: session 2 retrying",
+		posing: agent,
+		copied: agent + ": garden: session 2 retrying",
+	} {
+		if got := ch.heads[id]; got != want {
+			t.Errorf("%s published as %q, want %q", id, got, want)
+		}
+	}
 }
 
 // A channel's first sync publishes the outbox of the last day, not the whole history, and only

@@ -57,6 +57,7 @@ type Message struct {
 	Session   int       // the session it belongs to (replies, alerts), 0 if none
 	InReplyTo []string  // IDs of the messages a reply answers
 	Delivery  string    // for alerts: how delivery went ("" = not tried)
+	Seal      string    // cryochamber's seal on what it filed in the outbox (seal.go)
 	Body      string
 }
 
@@ -106,6 +107,9 @@ func (m *Message) Marshal() ([]byte, error) {
 		}
 	}
 	if err := put("delivery", m.Delivery); err != nil {
+		return nil, err
+	}
+	if err := put("seal", m.Seal); err != nil {
 		return nil, err
 	}
 	b.WriteString("---\n")
@@ -222,6 +226,8 @@ func Parse(name string, data []byte) (*Message, error) {
 			m.InReplyTo = strings.Fields(v)
 		case "delivery":
 			m.Delivery = v
+		case "seal":
+			m.Seal = v
 		default:
 			// Unknown keys are kept out of the way rather than refused: sync tools may add
 			// their own. They are not shown to the agent.

@@ -1,0 +1,20 @@
+package chamber
+
+import (
+	"github.com/cryochamber/cryochamber/message"
+)
+
+// writeOutbox files msg (its ID set) in the outbox, sealed (message/seal.go): a sync publishes
+// a message as cryochamber's, or as an alert or notice, only when it carries the seal, since the
+// agent can write in its outbox too. Without the key (an unwritable state directory) it is
+// filed unsealed, with a warning: it is then published as the agent's.
+func (r *runner) writeOutbox(msg *message.Message) (string, error) {
+	if r.store == "" {
+		r.warnf("the outbox message %s is not sealed: no private state directory", msg.ID)
+	} else if key, err := message.SealKey(r.store.path(message.SealKeyFile)); err != nil {
+		r.warnf("the outbox message %s is not sealed (a sync publishes it as the agent's): %v", msg.ID, err)
+	} else if err := msg.SealWith(key); err != nil {
+		r.warnf("the outbox message %s is not sealed: %v", msg.ID, err)
+	}
+	return message.Write(r.fs, outboxDir, msg)
+}

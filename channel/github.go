@@ -109,37 +109,43 @@ func (g *github) request(ctx context.Context, method, u string, body []byte) (*h
 	return req, nil
 }
 
-// comments lists the comments updated at or after since, following the pages; complete
-// is false when more pages were left for the next poll.
-func (g *github) comments(ctx context.Context, since time.Time, now time.Time) (list []ghComment, complete bool, err error) {
-	q := url.Values{"per_page": {"100"}}
-	if !since.IsZero() {
-		q.Set("since", since.UTC().Format(time.RFC3339))
+// comments lists the comments updated at or after since, following the pages from
+// from (the first page when ""); next is the page left for the next poll ("" when the list is
+// complete).
+func (g *github) comments(ctx context.Context, since time.Time, from string, now time.Time) (list []ghComment, next string, err error) {
+	next = from
+	if next == "" {
+		q := url.Values{"per_page": {"100"}}
+		if !since.IsZero() {
+			q.Set("since", since.UTC().Format(time.RFC3339))
+		}
+		next = g.api.url(g.commentsPath(), q)
+	} else if !g.api.sameOrigin(next) {
+		return nil, "", fmt.Errorf("the page recorded for %s is on another host (%s): not followed", g.where(), termtext.OneLine(next, 100))
 	}
-	next := g.api.url(g.commentsPath(), q)
 	for page := 0; page < maxPages; page++ {
 		req, err := g.request(ctx, http.MethodGet, next, nil)
 		if err != nil {
-			return nil, false, err
+			return nil, "", err
 		}
 		resp, body, err := g.api.do(ctx, req, now)
 		if err != nil {
-			return nil, false, err
+			return nil, "", err
 		}
 		var cs []ghComment
 		if err := decode(body, &cs, "the comments of "+g.where()); err != nil {
-			return nil, false, err
+			return nil, "", err
 		}
 		list = append(list, cs...)
 		next = nextLink(resp.Header.Get("Link"))
 		if next == "" {
-			return list, true, nil
+			return list, "", nil
 		}
 		if !g.api.sameOrigin(next) {
-			return nil, false, fmt.Errorf("the next page of %s is on another host (%s): not followed", g.where(), termtext.OneLine(next, 100))
+			return nil, "", fmt.Errorf("the next page of %s is on another host (%s): not followed", g.where(), termtext.OneLine(next, 100))
 		}
 	}
-	return list, false, nil
+	return list, next, nil
 }
 
 const githubMarker = "<!-- cryochamber:"
@@ -151,7 +157,10 @@ func (g *github) Pull(ctx context.Context, st *State, now time.Time) (*Pulled, e
 	if since.IsZero() {
 		since = st.Floor
 	}
-	list, complete, err := g.comments(ctx, since, now)
+	// A pull cut short goes on where it stopped: reading the first pages again would never get
+	// past a flood of comments. The pages keep their order (oldest first) and a comment read
+	// twice at a page's edge is recognized by its key.
+	list, next, err := g.comments(ctx, since, st.Cursor.Next, now)
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +170,9 @@ func (g *github) Pull(ctx context.Context, st *State, now time.Time) (*Pulled, e
 	}
 	p := &Pulled{Cursor: st.Cursor}
 	latest := st.Cursor.Since
+	if st.Cursor.Latest.After(latest) {
+		latest = st.Cursor.Latest
+	}
 	for _, c := range list {
 		if c.UpdatedAt.After(latest) {
 			latest = c.UpdatedAt
@@ -189,9 +201,10 @@ func (g *github) Pull(ctx context.Context, st *State, now time.Time) (*Pulled, e
 			Body: cleanText(c.Body, MaxBody),
 		})
 	}
-	if complete {
-		p.Cursor.Since = latest
+	if next == "" {
+		p.Cursor.Since, p.Cursor.Next, p.Cursor.Latest = latest, "", time.Time{}
 	} else {
+		p.Cursor.Next, p.Cursor.Latest = next, latest
 		p.Warnings = append(p.Warnings, fmt.Sprintf("github: more than %d pages of comments: the rest is read at the next poll", maxPages))
 	}
 	return p, nil
@@ -222,7 +235,7 @@ func (g *github) Push(ctx context.Context, st *State, out Outgoing, now time.Tim
 }
 
 func (g *github) Find(ctx context.Context, st *State, out Outgoing, now time.Time) (string, bool, error) {
-	list, _, err := g.comments(ctx, out.Time.Add(-10*time.Minute), now)
+	list, _, err := g.comments(ctx, out.Time.Add(-10*time.Minute), "", now)
 	if err != nil {
 		return "", false, err
 	}

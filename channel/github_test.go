@@ -3,8 +3,11 @@ package channel
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -246,5 +249,77 @@ func TestGitHubBadToken(t *testing.T) {
 	}
 	if _, err := NewGitHub(GitHubConfig{APIURL: "http://api.github.com", Repo: "a/b", Issue: 1}); err == nil {
 		t.Error("plain http to a remote host was accepted")
+	}
+}
+
+// A flood of comments (here 1,050 by a stranger, more than one pull's 10 pages) must not
+// silence the allowed users: the next poll goes on from the page where the last one stopped,
+// not from the first page again. The service is generated here in the shape of the recorded
+// answers (pages of 100, a Link header with rel="next"); only its size matters.
+func TestGitHubFloodDoesNotStall(t *testing.T) {
+	const strangers = 1050
+	var pages []int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+		if page == 0 {
+			page = 1
+		}
+		pages = append(pages, page)
+		type user struct {
+			Login string `json:"login"`
+			ID    int64  `json:"id"`
+		}
+		since, _ := time.Parse(time.RFC3339, r.URL.Query().Get("since"))
+		var all []map[string]any // the comments updated at or after since, oldest first
+		for i := 0; i <= strangers; i++ {
+			login, uid, body := "spammer", int64(666), "spam "+strconv.Itoa(i)
+			if i == strangers {
+				login, uid, body = "octocat", 1, "Please pause the plan."
+			}
+			at := t0.Add(-time.Hour).Add(time.Duration(i) * time.Second)
+			if !at.Before(since) {
+				all = append(all, map[string]any{"id": 1000 + i, "body": body, "user": user{login, uid}, "created_at": at.Format(time.RFC3339), "updated_at": at.Format(time.RFC3339)})
+			}
+		}
+		list := all[min((page-1)*100, len(all)):min(page*100, len(all))]
+		if page*100 < len(all) {
+			q := r.URL.Query()
+			q.Set("page", strconv.Itoa(page+1))
+			w.Header().Set("Link", fmt.Sprintf(`<http://%s%s?%s>; rel="next"`, r.Host, r.URL.Path, q.Encode()))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(list)
+	}))
+	defer srv.Close()
+	ch, err := NewGitHub(GitHubConfig{APIURL: srv.URL, Repo: "o/r", Issue: 1, AllowedUsers: []string{"octocat"}, Token: secret(ghToken)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newChamber(t)
+	r := c.run1(t, ch)
+	if r.Err != nil || len(r.Pulled) != 0 || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "the rest is read at the next poll") {
+		t.Fatalf("first sync: %+v", r)
+	}
+	c.now = t0.Add(5 * time.Minute)
+	pages = nil
+	r = c.run1(t, ch)
+	if r.Err != nil || len(r.Pulled) != 1 {
+		t.Fatalf("second sync pulled %d, want octocat's comment: %+v", len(r.Pulled), r)
+	}
+	if len(pages) != 1 || pages[0] != 11 {
+		t.Errorf("the second sync read pages %v, want [11]", pages)
+	}
+	if m := c.inbox(t)[r.Pulled[0]]; m == nil || m.Body != "Please pause the plan.\n" {
+		t.Errorf("pulled %+v", m)
+	}
+	// Caught up: the next poll starts from the latest comment read, on page 1.
+	c.now = t0.Add(10 * time.Minute)
+	pages = nil
+	r = c.run1(t, ch)
+	if r.Err != nil || len(r.Pulled) != 0 || len(pages) != 1 || pages[0] != 1 {
+		t.Errorf("third sync: pages %v, %+v", pages, r)
+	}
+	if st := c.stateOf(t, "github"); !st.Cursor.Since.Equal(t0.Add(-time.Hour).Add(strangers*time.Second)) || st.Cursor.Next != "" {
+		t.Errorf("cursor after catching up: %+v", st.Cursor)
 	}
 }

@@ -37,7 +37,11 @@ type Cursor struct {
 	UIDValidity uint32    `json:"uid_validity,omitempty"` // email: the mailbox's UIDVALIDITY
 	UID         uint32    `json:"uid,omitempty"`          // email: the last UID read
 	Since       time.Time `json:"since,omitempty"`        // github: the latest updated_at read
-	LastID      int64     `json:"last_id,omitempty"`      // zulip: the last message ID read
+	// github: where a pull cut short at maxPages stopped (the next page's URL, on the API's
+	// host), and the latest updated_at read in its pages; the next poll goes on from there.
+	Next   string    `json:"next,omitempty"`
+	Latest time.Time `json:"latest,omitempty"`
+	LastID int64     `json:"last_id,omitempty"` // zulip: the last message ID read
 }
 
 // Seen is one remote message already handled.

@@ -293,6 +293,7 @@ func (e *email) Pull(ctx context.Context, st *State, now time.Time) (*Pulled, er
 		}
 	}
 	for _, h := range heads {
+		h.validity = sel.UIDValidity
 		if uint32(h.uid) > p.Cursor.UID {
 			p.Cursor.UID = uint32(h.uid)
 		}
@@ -365,6 +366,7 @@ func (e *email) dial(ctx context.Context, addr string) (*imapclient.Client, func
 
 // head is what is known of a mail before its body is read.
 type head struct {
+	validity   uint32 // the mailbox's UIDVALIDITY: a UID means something only with it
 	uid        imap.UID
 	size       int64
 	internal   time.Time
@@ -456,7 +458,7 @@ func (e *email) classify(h head, st *State, threadIDs map[string]bool) (Incoming
 	}
 	key := "msgid:" + h.messageID
 	if !fallback.ValidMessageID(h.messageID) {
-		key = fmt.Sprintf("uid:%d", h.uid)
+		key = fmt.Sprintf("uid:%d:%d", h.validity, h.uid)
 	}
 	from := termtext.OneLine(h.from, maxFrom)
 	switch {

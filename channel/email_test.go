@@ -338,3 +338,18 @@ func TestEmailStrangerCannotShadow(t *testing.T) {
 		t.Fatalf("the real answer: %+v", r)
 	}
 }
+
+// A mail without a usable Message-ID is known by its UID, which means something only with
+// the mailbox's UIDVALIDITY: after the server renumbers the mailbox, a new mail at an old UID is
+// a new mail, not one already pulled.
+func TestEmailKeyWithoutMessageID(t *testing.T) {
+	e := &email{c: EmailConfig{ChamberID: "cryo-garden-1234abcd", AllowedSenders: []string{"alice@example.com"}}}
+	st := &State{Floor: t0.Add(-24 * time.Hour)}
+	before := head{validity: 1, uid: 5, internal: t0, from: "alice@example.com", fromCount: 1, subject: "[cryo-garden-1234abcd] first"}
+	after := head{validity: 2, uid: 5, internal: t0.Add(time.Hour), from: "alice@example.com", fromCount: 1, subject: "[cryo-garden-1234abcd] second", messageID: "x@[10.0.0.1]"}
+	in1, _, ok1 := e.classify(before, st, nil)
+	in2, _, ok2 := e.classify(after, st, nil)
+	if !ok1 || !ok2 || in1.Key == in2.Key {
+		t.Fatalf("keys %q (%v) and %q (%v): two mails must have two keys", in1.Key, ok1, in2.Key, ok2)
+	}
+}

@@ -378,12 +378,15 @@ type head struct {
 	references []string
 	auto       string // Auto-Submitted
 	precedence string
+	// headerFrom is the one address of the From header as written, parsed strictly; "" when
+	// there is not exactly one From line with exactly one well-formed address in it.
+	headerFrom string
 }
 
 // heads fetches the envelope and the few header fields a decision needs, for every UID.
 func (e *email) heads(c *imapclient.Client, uids []imap.UID) ([]head, error) {
 	section := &imap.FetchItemBodySection{Specifier: imap.PartSpecifierHeader, Peek: true,
-		HeaderFields: []string{"References", "Auto-Submitted", "Precedence"}}
+		HeaderFields: []string{"From", "References", "Auto-Submitted", "Precedence"}}
 	opts := &imap.FetchOptions{UID: true, Envelope: true, InternalDate: true, RFC822Size: true, BodySection: []*imap.FetchItemBodySection{section}}
 	cmd := c.Fetch(imap.UIDSetNum(uids...), opts)
 	var out []head
@@ -421,6 +424,11 @@ func (e *email) heads(c *imapclient.Client, uids []imap.UID) ([]head, error) {
 				mh := gomail.Header{Header: gomessage.Header{Header: hdr}}
 				if refs, err := mh.MsgIDList("References"); err == nil {
 					h.references = refs
+				}
+				if froms := hdr.Values("From"); len(froms) == 1 {
+					if list, err := gomail.ParseAddressList(froms[0]); err == nil && len(list) == 1 {
+						h.headerFrom = list[0].Address
+					}
 				}
 				h.auto = strings.ToLower(strings.TrimSpace(hdr.Get("Auto-Submitted")))
 				h.precedence = strings.ToLower(strings.TrimSpace(hdr.Get("Precedence")))
@@ -468,6 +476,10 @@ func (e *email) classify(h head, st *State, threadIDs map[string]bool) (Incoming
 		return Incoming{}, &Ignored{Key: key, Reason: fmt.Sprintf("a bulk or automatic mail from %s (Precedence: %s)", from, termtext.OneLine(h.precedence, 40))}, false
 	case h.fromCount != 1:
 		return Incoming{}, &Ignored{Key: key, Reason: "a mail without exactly one From address"}, false
+	case !strings.EqualFold(h.headerFrom, h.from):
+		// The envelope is the server's reading, which repairs malformed From lines; a DMARC
+		// checker may have read another author in them. Both readings must agree.
+		return Incoming{}, &Ignored{Key: key, Reason: fmt.Sprintf("a mail whose From header is not one well-formed address (the server read %s)", from)}, false
 	case !allowed(e.c.AllowedSenders, h.from):
 		return Incoming{}, &Ignored{Key: key, Reason: fmt.Sprintf("a mail from %s, who is not in allowed_senders", from)}, false
 	}

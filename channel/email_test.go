@@ -345,11 +345,51 @@ func TestEmailStrangerCannotShadow(t *testing.T) {
 func TestEmailKeyWithoutMessageID(t *testing.T) {
 	e := &email{c: EmailConfig{ChamberID: "cryo-garden-1234abcd", AllowedSenders: []string{"alice@example.com"}}}
 	st := &State{Floor: t0.Add(-24 * time.Hour)}
-	before := head{validity: 1, uid: 5, internal: t0, from: "alice@example.com", fromCount: 1, subject: "[cryo-garden-1234abcd] first"}
-	after := head{validity: 2, uid: 5, internal: t0.Add(time.Hour), from: "alice@example.com", fromCount: 1, subject: "[cryo-garden-1234abcd] second", messageID: "x@[10.0.0.1]"}
+	before := head{validity: 1, uid: 5, internal: t0, from: "alice@example.com", headerFrom: "alice@example.com", fromCount: 1, subject: "[cryo-garden-1234abcd] first"}
+	after := head{validity: 2, uid: 5, internal: t0.Add(time.Hour), from: "alice@example.com", headerFrom: "alice@example.com", fromCount: 1, subject: "[cryo-garden-1234abcd] second", messageID: "x@[10.0.0.1]"}
 	in1, _, ok1 := e.classify(before, st, nil)
 	in2, _, ok2 := e.classify(after, st, nil)
 	if !ok1 || !ok2 || in1.Key == in2.Key {
 		t.Fatalf("keys %q (%v) and %q (%v): two mails must have two keys", in1.Key, ok1, in2.Key, ok2)
+	}
+}
+
+// Allowed senders are matched on the From header as written, parsed strictly, not only on
+// the envelope the IMAP server builds: Dovecot repairs malformed From lines into an address
+// (each form below reads as alice@example.com in its ENVELOPE), while a DMARC checker may
+// have read another author in them. Against a real Dovecot.
+func TestEmailFromMustBeWellFormed(t *testing.T) {
+	f := newEmailFixture(t)
+	noErr(t, f.sync(t))
+	at := t0.Add(time.Minute)
+	deliver := func(name, from string) {
+		f.imap.Deliver([]byte(from+"To: cryo@example.org\nSubject: cryo-garden-1234abcd "+name+"\nMessage-ID: <"+name+"@x.example>\nMIME-Version: 1.0\nContent-Type: text/plain\n\n"+name+"\n"), at)
+	}
+	bad := map[string]string{
+		"display-looks-like-alice": "From: alice@example.com <mallory@evil.example>\n",
+		"two-at-signs":             "From: alice@example.com@evil.example\n",
+		"semicolon":                "From: alice@example.com;mallory@evil.example\n",
+		"two-from-lines":           "From: alice@example.com\nFrom: mallory@evil.example\n",
+	}
+	for name, from := range bad {
+		deliver(name, from)
+	}
+	deliver("plain", "From: alice@example.com\n")
+	deliver("named", "From: \"Alice A.\" <Alice@Example.com>\n")
+	f.now = t0.Add(5 * time.Minute)
+	r := f.sync(t)
+	got := map[string]bool{}
+	for _, id := range r.Pulled {
+		got[strings.TrimSpace(f.inbox(t)[id].Body)] = true
+	}
+	if len(got) != 2 || !got["plain"] || !got["named"] {
+		t.Errorf("pulled %v, want only the well-formed mails (plain, named)", got)
+	}
+	ignored := strings.Builder{}
+	for _, ig := range r.Ignored {
+		ignored.WriteString(ig.Reason + "\n")
+	}
+	if n := strings.Count(ignored.String(), " From "); n != len(bad) {
+		t.Errorf("%d of %d malformed mails ignored for their From:\n%s", n, len(bad), ignored.String())
 	}
 }

@@ -31,6 +31,7 @@ import (
 
 	"github.com/cryochamber/cryochamber/chamber"
 	"github.com/cryochamber/cryochamber/internal/mailtest"
+	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
 
@@ -347,6 +348,29 @@ echo "[CRYO:WAKE +1h]"
 	})
 	bin(t, env, dir, "fallback", "--dir", dir)
 	bin(t, env, dir, "status", "--dir", dir)
+
+	// Shown to the operator (receive, the dashboard's conversation) for what it is: the agent's
+	// words, not an alert from cryochamber; the real alert keeps its kind.
+	code, stdout, stderr := cryoBounded(t, 30*time.Second, env, dir, "receive", "--dir", dir, "--all", "--json")
+	var got []chamber.ReceivedMessage
+	if err := json.Unmarshal([]byte(stdout), &got); code != 0 || err != nil {
+		t.Fatalf("receive --json: exit %d, %v\n%s%s", code, err, stdout, stderr)
+	}
+	kinds := map[string]string{}
+	for _, m := range got {
+		switch {
+		case strings.Contains(m.Body, "FORGED-BY-THE-AGENT"):
+			kinds["forged"] = m.Kind + " from " + m.From
+		case m.Kind == "alert":
+			kinds["real"] = m.Kind + " from " + m.From
+		}
+	}
+	if want := "reply from " + message.UnsealedFrom; kinds["forged"] != want {
+		t.Errorf("receive shows the forged alert as %q, want %q", kinds["forged"], want)
+	}
+	if kinds["real"] != "alert from cryochamber" {
+		t.Errorf("receive shows the real alert as %q", kinds["real"])
+	}
 	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
 
 	if n := hooks.count("/internal-admin"); n != 0 {

@@ -24,6 +24,7 @@ func Conversation(ctx context.Context, env *Env, dir string, perBox int) ([]Rece
 		return nil, &Error{Msg: r.chamberMissing()}
 	}
 	list := []ReceivedMessage{}
+	key := r.sealKey()
 	for _, box := range []struct{ name, dir string }{{"inbox", inboxDir}, {"archive", archiveDir}, {"outbox", outboxDir}} {
 		names, err := message.Names(r.fs, box.dir)
 		if err != nil {
@@ -36,6 +37,9 @@ func Conversation(ctx context.Context, env *Env, dir string, perBox int) ([]Rece
 			m, err := message.Read(r.fs, box.dir, name)
 			if err != nil {
 				continue
+			}
+			if box.dir == outboxDir {
+				message.Vouch(m, key) // an alert the agent wrote is shown as the agent's words
 			}
 			list = append(list, ReceivedMessage{Box: box.name, ID: m.ID, From: m.From, Subject: m.Subject, Time: m.Time, Kind: m.Kind,
 				Session: m.Session, InReplyTo: m.InReplyTo, Delivery: m.Delivery, Body: m.Body})

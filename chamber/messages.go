@@ -205,6 +205,7 @@ func Receive(ctx context.Context, env *Env, opts ReceiveOptions) error {
 	}
 	readPath := r.store.path(receivedFile)
 	read := loadReceived(readPath)
+	key := r.sealKey()
 	var list []ReceivedMessage
 	var printed []string
 	for _, it := range items {
@@ -217,6 +218,7 @@ func Receive(ctx context.Context, env *Env, opts ReceiveOptions) error {
 			env.warnf("skipping %s: %v", name, err)
 			continue
 		}
+		message.Vouch(m, key) // an alert the agent wrote is shown as the agent's words
 		list = append(list, ReceivedMessage{ID: m.ID, From: m.From, Subject: m.Subject, Time: m.Time, Kind: m.Kind, Session: m.Session, InReplyTo: nonNil(m.InReplyTo), Delivery: m.Delivery, Body: m.Body})
 		printed = append(printed, name)
 	}

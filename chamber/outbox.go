@@ -18,3 +18,13 @@ func (r *runner) writeOutbox(msg *message.Message) (string, error) {
 	}
 	return message.Write(r.fs, outboxDir, msg)
 }
+
+// sealKey is the chamber's seal key for reading the outbox, nil when there is none yet (then
+// nothing there was sealed) or it cannot be read.
+func (r *runner) sealKey() []byte {
+	if r.store == "" {
+		return nil
+	}
+	key, _ := message.LoadSealKey(r.store.path(message.SealKeyFile))
+	return key
+}

@@ -356,14 +356,11 @@ func (s *syncer) todo(ch Channel, st *State) []Outgoing {
 		default:
 			continue
 		}
-		kind, from := m.Kind, m.From
-		if !m.SealedBy(s.key) {
-			// Not filed by cryochamber (the agent, or anyone who can write in the chamber):
-			// whatever its header says, it goes out as the agent's words, never as an alert,
-			// a notice or a reply from cryochamber.
-			kind, from = message.KindReply, UnsealedFrom
-		}
-		items = append(items, Outgoing{ID: id, Ref: Ref(s.o.ID, id), Kind: kind, From: from, Subject: m.Subject,
+		// Not filed by cryochamber (the agent, or anyone who can write in the chamber): it goes
+		// out as the agent's words, never as an alert, a notice or a reply from cryochamber.
+		v := *m
+		message.Vouch(&v, s.key)
+		items = append(items, Outgoing{ID: id, Ref: Ref(s.o.ID, id), Kind: v.Kind, From: v.From, Subject: m.Subject,
 			Session: m.Session, Time: m.Time, Body: m.Body, InReplyTo: m.InReplyTo})
 	}
 	if sum := s.o.Summary; sum != nil && ch.Summaries() && !sum.End.Before(st.Floor) {
@@ -377,9 +374,6 @@ func (s *syncer) todo(ch Channel, st *State) []Outgoing {
 	sort.SliceStable(items, func(i, j int) bool { return items[i].Time.Before(items[j].Time) })
 	return items
 }
-
-// UnsealedFrom is the author a published outbox file gets when cryochamber did not seal it.
-const UnsealedFrom = "the agent (a file in its outbox)"
 
 // headline is the first line of a published item: what it is, in words.
 func headline(out Outgoing) string {

@@ -87,7 +87,7 @@ func TestOnlySealedSpeaksForCryochamber(t *testing.T) {
 	}
 	ch := &scripted{}
 	noErr(t, c.run1(t, ch))
-	agent := "Reply from " + UnsealedFrom + " (session 2)"
+	agent := "Reply from " + message.UnsealedFrom + " (session 2)"
 	for id, want := range map[string]string{
 		real:   "Alert (session 2): garden: session 2 retrying",
 		forged: agent + ": garden: session 2 retrying",

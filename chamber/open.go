@@ -38,6 +38,7 @@ type runner struct {
 	pins        *pinFile       // pin.json, read once per command
 	envVars     []string       // the environment file, read once per command
 	envLoaded   bool           // envVars is loaded
+	seal        []byte         // the seal key (outbox.go), read or made once per command
 	readOnly    bool           // status, validate: never writes, never delivers
 	why         Why            // what woke the session being finished (for its records)
 	dueAt       *time.Time     // when the session being finished was due

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/internal/program"
+	"github.com/cryochamber/cryochamber/internal/sandbox"
 )
 
 // DefaultGrace is the delay between SIGTERM and SIGKILL when Run.Grace is zero.
@@ -39,6 +40,11 @@ type Run struct {
 	// the recovery that follows can end the orphan with EndGroup. Keep it short: the agent's
 	// output is not read while it runs.
 	Started func(Group)
+	// Cage, when set, is the sandbox the program runs in (internal/sandbox): the program is
+	// still looked up here, outside, and its resolved path runs inside with the same
+	// environment. The process group Exec kills is the sandbox's; the sandbox takes everything
+	// inside with it (its PID namespace ends with it).
+	Cage *sandbox.Cage
 }
 
 // Result is what became of one agent process.
@@ -108,9 +114,13 @@ func Exec(ctx context.Context, r Run) Result {
 		// directory; os/exec does not set it when Env is given, so a stale one would leak in.
 		env = dedupEnv(append(append([]string(nil), env...), "PWD="+r.Dir))
 	}
+	prog, args := path, r.Argv
+	if r.Cage != nil {
+		prog, args = r.Cage.Wrap(append([]string{path}, r.Argv[1:]...))
+	}
 	cmd := &exec.Cmd{
-		Path:        path,
-		Args:        r.Argv,
+		Path:        prog,
+		Args:        args,
 		Env:         env,
 		Dir:         r.Dir,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
@@ -131,7 +141,7 @@ func Exec(ctx context.Context, r Run) Result {
 
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		res.Err = startError(path, err)
+		res.Err = startError(prog, err)
 		return res
 	}
 	res.Started = true

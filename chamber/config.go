@@ -45,6 +45,7 @@ type Config struct {
 	Email           *EmailConfig          `toml:"email"`
 	Webhook         *WebhookConfig        `toml:"webhook"`
 	Channels        *ChannelsConfig       `toml:"channels"` // config_channels.go
+	Sandbox         *SandboxConfig        `toml:"sandbox"`  // sandbox.go: the cage sessions run in
 
 	// Location is Timezone loaded (the system zone when Timezone is empty).
 	Location *time.Location `toml:"-"`
@@ -414,6 +415,9 @@ func (c *Config) check(name string, data []byte, local *time.Location) error {
 		if w.SecretEnv != "" && !validEnvName(w.SecretEnv) {
 			return bad("webhook", "secret_env", "%q is not a valid environment variable name", w.SecretEnv)
 		}
+	}
+	if err := c.checkSandbox(name, data); err != nil {
+		return err
 	}
 	return c.checkChannels(name, data)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/cryochamber/cryochamber/agent"
 	"github.com/cryochamber/cryochamber/internal/confined"
 	"github.com/cryochamber/cryochamber/internal/program"
+	"github.com/cryochamber/cryochamber/internal/sandbox"
 	"github.com/cryochamber/cryochamber/marker"
 	"github.com/cryochamber/cryochamber/sessionlog"
 	"github.com/cryochamber/cryochamber/timer"
@@ -138,6 +139,13 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 	} else {
 		res = r.execute(ctx, n, cmd, due, why, early, batch, block)
 	}
+	var sbErr *sandbox.Error
+	if errors.As(res.Err, &sbErr) {
+		// Never run unconfined silently: the operator hears of it now, and the session is
+		// retried like one that failed.
+		_ = block.Note(fmt.Sprintf("hint: %s", sbErr.Hint))
+		r.alert(context.WithoutCancel(ctx), n, "sandbox", fmt.Sprintf("Session %d did not run: %v. The agent was not started.", n, sbErr), sbErr.Hint, nil)
+	}
 	result := parser.Result()
 	o := classify(res, result, r.cfg.SessionTimeout.D)
 	// Whole seconds, as the log records them: a recovery that re-reads the block then derives
@@ -246,8 +254,15 @@ func (r *runner) execute(ctx context.Context, n int, cmd Command, due time.Time,
 	if p, err := program.Look(inv.Argv[0], r.dir, r.capturedPath()); err == nil {
 		inv.Argv = append([]string{p}, inv.Argv[1:]...)
 	}
+	// Every session runs in the cage (sandbox.go): what the agent planted in its chamber runs,
+	// if at all, inside the same walls. A cage that cannot be set up runs nothing.
+	cage, err := r.sessionCage(ctx, cmd, inv.Env)
+	if err != nil {
+		return agent.Result{ExitCode: -1, Err: err}
+	}
 	r.printf("session %d: running %s", n, strings.Join(cmd.Words, " "))
 	return agent.Exec(ctx, agent.Run{
+		Cage:       cage,
 		Invocation: inv,
 		Dir:        r.dir,
 		Timeout:    r.cfg.SessionTimeout.D,

@@ -157,6 +157,11 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 		}
 		return usageErr(agentHint(cmd), "agent %q cannot run: %v", cmd.Line, err)
 	}
+	// The cage every session runs in (sandbox.go): refused now, before anything is armed,
+	// rather than found broken at 3 a.m.
+	if _, err := r.sessionCage(ctx, cmd, r.agentEnv()); err != nil {
+		return usageErr(sandboxHint(err), "%v", err)
+	}
 	be, err := r.backend(ctx)
 	if err != nil {
 		return &Error{Msg: "cannot reach the OS timer manager", Err: err, Hint: backendHint(cfg.Backend)}

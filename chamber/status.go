@@ -66,6 +66,7 @@ type StatusInfo struct {
 	Sync          []channel.SyncStatus `json:"sync"` // each channel's last sync ([channels])
 	Tail          []string             `json:"tail"`
 	Warnings      []string             `json:"warnings"`
+	Sandbox       string               `json:"sandbox"` // the cage sessions run in: "bubblewrap", "sandbox-exec" or "off" (sandbox.go)
 }
 
 // Upcoming is one wake that is coming: the plan's, a TODO's, a retry, the dead-man, an alert
@@ -132,6 +133,9 @@ func Status(ctx context.Context, env *Env, opts StatusOptions) (*StatusInfo, err
 	}
 	if d := r.checkDrift(); d != nil {
 		s.Warnings = append(s.Warnings, d.String(r.dir))
+	}
+	if s.Sandbox = r.cfg.SandboxMechanism(); !r.cfg.SandboxOn() {
+		s.Warnings = append(s.Warnings, r.sandboxOffWarning())
 	}
 	s.Warnings = append(s.Warnings, r.strays(inboxDir)...)
 	if st.Phase.Active() {
@@ -456,6 +460,7 @@ func (s *StatusInfo) WriteText(w io.Writer, loc *time.Location, now time.Time) {
 		p("timers", "cannot ask the OS: %s", s.TimerError)
 	}
 	p("inbox watcher", "%s", s.Watcher)
+	p("sandbox", "%s", s.Sandbox)
 	if s.Holder != nil {
 		alive := "alive"
 		if !s.Holder.Alive {

@@ -1,0 +1,168 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/cryochamber/cryochamber/internal/e2e"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// tree makes a home with a secret, a chamber, a state directory and a scratch directory under
+// one root, and the policy a session there gets.
+func tree(t *testing.T) (string, Policy) {
+	t.Helper()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"home/.ssh", "home/.claude", "home/chamber", "home/other", "home/.local/state/cryochamber/chambers/x", "tmp", "run/user/1000"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"home/.netrc", "home/.ssh/id_ed25519", "home/.local/state/cryochamber/seal.key", "home/other/secret.txt"} {
+		if err := os.WriteFile(filepath.Join(root, f), []byte("secret\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	home := filepath.Join(root, "home")
+	return root, Policy{
+		Chamber:   filepath.Join(home, "chamber"),
+		Writable:  []string{filepath.Join(home, ".claude"), filepath.Join(home, ".claude.json"), filepath.Join(home, "missing")},
+		Hide:      []string{filepath.Join(home, ".ssh"), filepath.Join(home, ".netrc"), filepath.Join(home, ".aws"), filepath.Join(home, "other"), filepath.Join(root, "run/user/1000")},
+		Protected: []string{filepath.Join(home, ".local/state/cryochamber")},
+		Scratch:   []string{filepath.Join(root, "tmp")},
+		Visible:   []string{home},
+	}
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	p := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (go test -update to rewrite):\n--- got\n%s--- want\n%s", name, got, want)
+	}
+}
+
+// The bubblewrap command line: missing paths left out, from the shallowest path to the
+// deepest, the state directory hidden last.
+func TestBwrapArgsGolden(t *testing.T) {
+	root, p := tree(t)
+	args := BwrapArgs(p, []string{"/usr/bin/agent", "-p"})
+	golden(t, "bwrap.golden", strings.ReplaceAll(strings.Join(args, "\n"), root, "$ROOT")+"\n")
+}
+
+// The Seatbelt profile of the same policy (docs/MACOS.md: scripts/macos-check.sh runs it on a
+// Mac).
+func TestSeatbeltProfileGolden(t *testing.T) {
+	root, p := tree(t)
+	golden(t, "seatbelt.golden", strings.ReplaceAll(SeatbeltProfile(p), root, "$ROOT"))
+}
+
+func TestCheck(t *testing.T) {
+	_, p := tree(t)
+	if err := p.Check(); err != nil {
+		t.Fatalf("a sound policy refused: %v", err)
+	}
+	for name, mut := range map[string]func(p *Policy){
+		"writable in state": func(p *Policy) { p.Writable = append(p.Writable, filepath.Join(p.Protected[0], "chambers")) },
+		"state itself":      func(p *Policy) { p.Writable = append(p.Writable, p.Protected[0]) },
+		"chamber in state":  func(p *Policy) { p.Chamber = filepath.Join(p.Protected[0], "c") },
+		"relative":          func(p *Policy) { p.Hide = append(p.Hide, "rel/x") },
+		"control":           func(p *Policy) { p.Hide = append(p.Hide, "/x\n(allow default)") },
+	} {
+		q := p
+		q.Writable = append([]string(nil), p.Writable...)
+		q.Hide = append([]string(nil), p.Hide...)
+		mut(&q)
+		if err := q.Check(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestFindMissing(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("bubblewrap is Linux's")
+	}
+	dir := t.TempDir()
+	// A bwrap inside the chamber is never taken.
+	if err := os.WriteFile(filepath.Join(dir, "bwrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Find(dir, dir)
+	if err == nil && p == filepath.Join(dir, "bwrap") {
+		t.Fatalf("took %s from inside the chamber", p)
+	}
+	var se *Error
+	if err != nil && (!errors.As(err, &se) || !strings.Contains(se.Hint, "apt install bubblewrap")) {
+		t.Fatalf("error %v without the install hint", err)
+	}
+}
+
+// A tool that cannot create the namespaces (here: one that fails as bwrap does when user
+// namespaces are off) is reported with the hint, never skipped.
+func TestProbeFails(t *testing.T) {
+	fake := filepath.Join(t.TempDir(), "bwrap")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho 'bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := Probe(context.Background(), fake)
+	var se *Error
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "non-privileged user namespaces") || !strings.Contains(se.Hint, "unprivileged_userns_clone=1") || !strings.Contains(se.Hint, `mode = "off"`) {
+		t.Fatalf("Probe = %v (hint %q)", err, se)
+	}
+}
+
+// The real cage: what a shell inside sees and may write.
+func TestBwrapReal(t *testing.T) {
+	tool := e2e.LookPath(t, "bwrap", "bubblewrap")
+	if err := Probe(context.Background(), tool); err != nil {
+		e2e.Skipf(t, "bubblewrap cannot run here: %v", err)
+	}
+	root, p := tree(t)
+	script := `
+cat "$R/home/.ssh/id_ed25519" 2>/dev/null && echo LEAK-ssh
+cat "$R/home/.netrc" 2>/dev/null | grep -q secret && echo LEAK-netrc
+ls -A "$R/home/.local/state/cryochamber" | grep -q . && echo LEAK-state
+cat "$R/home/other/secret.txt" 2>/dev/null && echo LEAK-other
+(echo x > "$R/home/written") 2>/dev/null && echo LEAK-write
+echo x > "$R/home/chamber/ok" || echo NO-chamber-write
+echo x > "$R/home/.claude/ok" || echo NO-claude-write
+echo x > "$R/tmp/ok" || echo NO-scratch-write
+test "$(pwd)" = "$R/home/chamber" || echo WRONG-cwd
+test "$(ls /proc | grep -c '^[0-9]')" -lt 10 || echo LEAK-pids
+true
+`
+	path, argv := (&Cage{Mechanism: Bubblewrap, Tool: tool, Policy: p}).Wrap([]string{"/bin/sh", "-c", script})
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Env = []string{"R=" + root, "PATH=/usr/bin:/bin"}
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Fatalf("in the cage: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(p.Chamber, "ok")); err != nil {
+		t.Errorf("the chamber write did not land: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "tmp", "ok")); err == nil {
+		t.Errorf("the scratch directory is not private: the write landed outside")
+	}
+}

@@ -826,7 +826,12 @@ func runOutsideE2E(t *testing.T, c agentCase, tools outsideTools, variants []out
 			if v.env != nil {
 				extra = v.env(t, work, chamber)
 			}
-			writeFile(t, filepath.Join(chamber, "cryo.toml"), cryoTOML(c, top, tableEnv, args, extra))
+			// These variants measure what each CLI's own permissions allow outside its working
+			// directory (the table in docs/AGENTS.md), which the cage would hide: the work and
+			// the private file lie outside the chamber, under /var/tmp, a private scratch
+			// directory in the cage. So they run unconfined, as an operator with mode = "off"
+			// would; cage_e2e_test.go and testdata/script/sandbox.txtar test the cage.
+			writeFile(t, filepath.Join(chamber, "cryo.toml"), cryoTOML(c, top, tableEnv, args, extra)+"\n[sandbox]\nmode = \"off\"\n")
 			defer logOnFailure(t, srv, mgr, chamber)
 			// A failed session leaves timers and an inbox watcher, which the removal of the
 			// chamber would trigger: cancel first (cleanups run last registered first).

@@ -26,15 +26,32 @@ type SandboxConfig struct {
 var DefaultHide = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.config/gcloud", "~/.kube", "~/.docker", "~/.netrc",
 	"~/.git-credentials", "~/.config/gh", "~/.password-store", "~/.local/share/keyrings"}
 
-// cliState are the paths each preset CLI writes its own state to (sessions, logs, caches, its
-// login), made writable in the cage for the CLI that runs; variables are the CLI's own
-// overrides, read from the agent's environment. Found by running each pinned CLI in the cage
-// (agents_e2e_test.go): with one of them read-only it fails to start or to answer.
-var cliState = map[string][]string{
-	"claude":   {"$CLAUDE_CONFIG_DIR|~/.claude", "~/.claude.json", "~/.claude.json.backup"},
-	"codex":    {"$CODEX_HOME|~/.codex"},
-	"opencode": {"$XDG_DATA_HOME|~/.local/share:opencode", "$XDG_CACHE_HOME|~/.cache:opencode", "$XDG_CONFIG_HOME|~/.config:opencode", "$XDG_STATE_HOME|~/.local/state:opencode"},
+// cliState are the directories each preset CLI keeps its own state in (its login, settings,
+// sessions, logs, caches); variables are the CLI's own overrides, read from the agent's
+// environment. In the cage each is a copy kept per chamber (cliBinds), writable; found by
+// running each pinned CLI in the cage (agents_e2e_test.go). ~/.claude.json stays read-only:
+// Claude Code runs without writing it.
+var cliState = map[string][]cliDir{
+	"claude": {{"$CLAUDE_CONFIG_DIR|~/.claude", []string{".credentials.json", "settings.json", "CLAUDE.md"}}},
+	"codex":  {{"$CODEX_HOME|~/.codex", []string{"auth.json", "config.toml", "AGENTS.md", "installation_id"}}},
+	"opencode": {
+		{"$XDG_DATA_HOME|~/.local/share:opencode", []string{"auth.json"}},
+		{"$XDG_CACHE_HOME|~/.cache:opencode", nil},
+		{"$XDG_CONFIG_HOME|~/.config:opencode", []string{"opencode.json", "opencode.jsonc", "config.json", "AGENTS.md"}},
+		{"$XDG_STATE_HOME|~/.local/state:opencode", nil},
+	},
 }
+
+// cliDir is one state directory of a CLI: where ("$VAR|default:sub", $VAR or else default,
+// joined with sub) and the files copied in from the real one (its login and settings; never
+// its session history, which is other sessions' business).
+type cliDir struct {
+	spec string
+	seed []string
+}
+
+// maxSeedFile bounds a file of the CLI's own state copied into the chamber's copy.
+const maxSeedFile = 4 << 20
 
 // SandboxOn reports whether sessions run in the cage (the default).
 func (c *Config) SandboxOn() bool { return c.Sandbox == nil || c.Sandbox.Mode != "off" }
@@ -95,9 +112,9 @@ func expandHome(p, home string) string {
 	return filepath.Clean(p)
 }
 
-// cliStatePaths are the state paths of the preset CLI a command runs (by its program's name),
-// with the agent's environment env.
-func cliStatePaths(cmd Command, env []string) []string {
+// cliStatePaths are the state directories of the preset CLI a command runs (by its program's
+// name), with the agent's environment env, and what is copied in from each.
+func cliStatePaths(cmd Command, env []string) ([]string, [][]string) {
 	name := filepath.Base(cmd.Program())
 	if cmd.Agent != nil && cmd.Agent.Name != "" {
 		if _, ok := cliState[cmd.Agent.Name]; ok {
@@ -106,9 +123,9 @@ func cliStatePaths(cmd Command, env []string) []string {
 	}
 	home, _ := lookupEnv(env, "HOME")
 	var out []string
-	for _, spec := range cliState[name] {
-		// "$VAR|default:sub": $VAR (or default) joined with sub.
-		base, sub, _ := strings.Cut(spec, ":")
+	var seeds [][]string
+	for _, d := range cliState[name] {
+		base, sub, _ := strings.Cut(d.spec, ":")
 		v, def, alt := strings.Cut(base, "|")
 		p := ""
 		if alt {
@@ -127,8 +144,9 @@ func cliStatePaths(cmd Command, env []string) []string {
 			p = filepath.Join(p, sub)
 		}
 		out = append(out, p)
+		seeds = append(seeds, d.seed)
 	}
-	return out
+	return out, seeds
 }
 
 // sandboxPolicy is the cage of a session running cmd with the agent environment env.
@@ -141,7 +159,7 @@ func (r *runner) sandboxPolicy(cmd Command, env []string) sandbox.Policy {
 	if home != "" && filepath.IsAbs(home) {
 		p.Visible = append(p.Visible, home)
 	}
-	p.Writable = cliStatePaths(cmd, env)
+	p.Binds = r.cliBinds(cmd, env, false)
 	var hide, writable []string
 	hide = append(hide, DefaultHide...)
 	if s := r.cfg.Sandbox; s != nil {
@@ -210,22 +228,85 @@ func busPaths(addr string) []string {
 	return out
 }
 
+// cliBinds are the per-chamber copies of the CLI's state directories (cliState), shown in
+// their place: the CLI finds its login and settings and writes its sessions, and whatever a
+// session writes there (a user-level hook in settings.json, a global plugin) stays in this
+// chamber's copy, never reaching the CLI the operator runs by hand. prepare (a session about
+// to run) creates them and copies in the top-level files of the real directory, afresh each
+// session, so that a new login or setting of the operator's reaches the chamber and a
+// session's change to them lasts one session.
+func (r *runner) cliBinds(cmd Command, env []string, prepare bool) []sandbox.Bind {
+	home, _ := lookupEnv(env, "HOME")
+	var out []sandbox.Bind
+	reals, seeds := cliStatePaths(cmd, env)
+	for i, real := range reals {
+		name := real
+		if home != "" && within(home, real) && real != home {
+			name = real[len(home)+1:]
+		}
+		src := r.store.path(filepath.Join("cli", strings.ReplaceAll(strings.Trim(name, "/"), "/", "_")))
+		if prepare {
+			if err := seedCLIState(real, src, seeds[i]); err != nil {
+				r.warnf("the chamber's copy of %s: %v", real, err)
+			}
+		}
+		out = append(out, sandbox.Bind{Src: src, Dst: real})
+	}
+	return out
+}
+
+// seedCLIState makes the chamber's copy dst of the CLI state directory real: both exist (the
+// real one as the mount point; the CLI creates it on its first run anyway), and dst holds the
+// real one's files named in seed, as they are now.
+func seedCLIState(real, dst string, seed []string) error {
+	if err := os.MkdirAll(real, 0o700); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		return err
+	}
+	for _, name := range seed {
+		fi, err := os.Lstat(filepath.Join(real, name))
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxSeedFile {
+			// Gone from the real one (a logout): gone from the copy.
+			if errors.Is(err, os.ErrNotExist) {
+				_ = os.Remove(filepath.Join(dst, name))
+			}
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(real, name))
+		if err != nil {
+			continue
+		}
+		if old, err := os.ReadFile(filepath.Join(dst, name)); err == nil && string(old) == string(data) {
+			continue
+		}
+		// Replaced, never written through: the session may have left a symlink there.
+		tmp := filepath.Join(dst, "."+name+".cryo-tmp")
+		_ = os.Remove(tmp)
+		if err := os.WriteFile(tmp, data, 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(dst, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // sessionCage is the sandbox session commands run in: nil when [sandbox] mode is "off". It
 // fails, with a hint, when the sandbox cannot be set up: then nothing runs unconfined.
-func (r *runner) sessionCage(ctx context.Context, cmd Command, env []string) (*sandbox.Cage, error) {
+// prepare (a session about to run, not a check) makes the chamber's copies of the CLI state.
+func (r *runner) sessionCage(ctx context.Context, cmd Command, env []string, prepare bool) (*sandbox.Cage, error) {
 	if !r.cfg.SandboxOn() {
 		return nil, nil
+	}
+	if prepare {
+		r.cliBinds(cmd, env, true)
 	}
 	p := r.sandboxPolicy(cmd, env)
 	if err := p.Check(); err != nil {
 		return nil, &sandbox.Error{Err: err, Hint: "change [sandbox] writable in cryo.toml, then `cryochamber reload`"}
-	}
-	// The CLI's state directories must exist to be bound writable: the CLI cannot create them
-	// in a read-only home.
-	for _, w := range cliStatePaths(cmd, env) {
-		if !strings.HasSuffix(w, ".json") && !strings.HasSuffix(w, ".backup") {
-			_ = os.MkdirAll(w, 0o700)
-		}
 	}
 	switch runtime.GOOS {
 	case "linux":
@@ -273,7 +354,7 @@ func (r *runner) sandboxCheck(ctx context.Context, rep *validate.Report) {
 	if err != nil {
 		return // step 3 has said why
 	}
-	if _, err := r.sessionCage(ctx, cmd, r.agentEnv()); err != nil {
+	if _, err := r.sessionCage(ctx, cmd, r.agentEnv(), false); err != nil {
 		rep.Add(validate.StepCommand, validate.Fail, "%v (hint: %s)", err, sandboxHint(err))
 		return
 	}

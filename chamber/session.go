@@ -256,7 +256,7 @@ func (r *runner) execute(ctx context.Context, n int, cmd Command, due time.Time,
 	}
 	// Every session runs in the cage (sandbox.go): what the agent planted in its chamber runs,
 	// if at all, inside the same walls. A cage that cannot be set up runs nothing.
-	cage, err := r.sessionCage(ctx, cmd, inv.Env)
+	cage, err := r.sessionCage(ctx, cmd, inv.Env, true)
 	if err != nil {
 		return agent.Result{ExitCode: -1, Err: err}
 	}

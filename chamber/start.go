@@ -159,7 +159,7 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 	}
 	// The cage every session runs in (sandbox.go): refused now, before anything is armed,
 	// rather than found broken at 3 a.m.
-	if _, err := r.sessionCage(ctx, cmd, r.agentEnv()); err != nil {
+	if _, err := r.sessionCage(ctx, cmd, r.agentEnv(), false); err != nil {
 		return usageErr(sandboxHint(err), "%v", err)
 	}
 	be, err := r.backend(ctx)

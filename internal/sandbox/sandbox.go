@@ -53,6 +53,18 @@ type Policy struct {
 	// Visible are paths kept readable (read-only) even where they lie under a Scratch or
 	// Hide path: the HOME of the agent when it lives under /tmp, say.
 	Visible []string
+	// Binds show another directory in place of a path: the agent CLI's own state directory
+	// (~/.claude, ~/.codex) is, in the cage, a copy kept per chamber, so that what a session
+	// writes there (a user-level hook, a global plugin) never reaches the user's own CLI.
+	// sandbox-exec cannot show one path in place of another: there Dst itself is writable
+	// (docs/MACOS.md).
+	Binds []Bind
+}
+
+// Bind is one directory shown in place of another.
+type Bind struct {
+	Src, Dst string
+	ReadOnly bool
 }
 
 // Error is a sandbox that cannot be set up; Hint says what the operator can do.
@@ -79,6 +91,9 @@ func (p Policy) Check() error {
 		return fmt.Errorf("the chamber %q is not an absolute path", p.Chamber)
 	}
 	all := append([]string{p.Chamber}, p.Writable...)
+	for _, b := range p.Binds {
+		all = append(all, b.Dst)
+	}
 	for _, w := range all {
 		if !filepath.IsAbs(w) {
 			return fmt.Errorf("writable path %q is not absolute", w)
@@ -120,6 +135,8 @@ const (
 	kScratch kind = iota
 	kVisible
 	kWritable
+	kBind
+	kBindRO
 	kHide
 	kProtect
 )
@@ -127,7 +144,8 @@ const (
 type mount struct {
 	kind kind
 	path string
-	dir  bool // for hides: a directory (tmpfs) or a file (/dev/null)
+	dir  bool   // for hides: a directory (tmpfs) or a file (/dev/null)
+	src  string // for binds: what is shown at path
 }
 
 func depth(p string) int {
@@ -171,6 +189,22 @@ func (p Policy) mounts() []mount {
 	add(kScratch, p.Scratch, true)
 	add(kVisible, p.Visible, false)
 	add(kWritable, append([]string{p.Chamber}, p.Writable...), false)
+	for _, b := range p.Binds {
+		r, fi, ok := resolve(b.Dst)
+		src, sfi, sok := resolve(b.Src)
+		if !ok || !sok || !fi.IsDir() || !sfi.IsDir() {
+			continue
+		}
+		k := kBind
+		if b.ReadOnly {
+			k = kBindRO
+		}
+		if prev, dup := seen[r]; dup && prev >= k {
+			continue
+		}
+		seen[r] = k
+		ms = append(ms, mount{kind: k, path: r, dir: true, src: src})
+	}
 	add(kHide, p.Hide, false)
 	add(kProtect, p.Protected, false)
 	// Keep only the strongest kind per path.
@@ -216,6 +250,10 @@ func BwrapArgs(p Policy, argv []string) []string {
 			args = append(args, "--ro-bind", m.path, m.path)
 		case kWritable:
 			args = append(args, "--bind", m.path, m.path)
+		case kBind:
+			args = append(args, "--bind", m.src, m.path)
+		case kBindRO:
+			args = append(args, "--ro-bind", m.src, m.path)
 		case kHide, kProtect:
 			if m.dir {
 				// Writable but private and empty: a read-only one could not hold the mount

@@ -32,9 +32,9 @@ func SeatbeltProfile(p Policy) string {
 			match = fmt.Sprintf("(literal %s)", q)
 		}
 		switch m.kind {
-		case kScratch, kWritable:
+		case kScratch, kWritable, kBind:
 			fmt.Fprintf(&b, "(allow file-read* file-write* %s)\n", match)
-		case kVisible:
+		case kVisible, kBindRO:
 			fmt.Fprintf(&b, "(allow file-read* %s)\n(deny file-write* %s)\n", match, match)
 		case kHide, kProtect:
 			fmt.Fprintf(&b, "(deny file-read* file-write* %s)\n", match)

@@ -1,0 +1,109 @@
+package chamber
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSandboxConfig(t *testing.T) {
+	c, err := ParseConfig("cryo.toml", nil, time.UTC)
+	if err != nil || !c.SandboxOn() {
+		t.Fatalf("default: on = %v (%v)", c.SandboxOn(), err)
+	}
+	c, err = ParseConfig("cryo.toml", []byte("[sandbox]\nhide = [\"~/.secrets\", \"/srv/keys\"]\nwritable = [\"~/src/app\"]\n"), time.UTC)
+	if err != nil || !c.SandboxOn() || c.Sandbox.Mode != "on" {
+		t.Fatalf("hide/writable: %+v (%v)", c.Sandbox, err)
+	}
+	for data, want := range map[string]string{
+		"[sandbox]\nmode = \"maybe\"\n":     `cryo.toml:2: sandbox.mode: unknown mode "maybe"`,
+		"[sandbox]\nhide = [\"secrets\"]\n": `cryo.toml:2: sandbox.hide: "secrets" must be an absolute path or start with ~/`,
+		"[sandbox]\nwritable = [\"~x\"]\n":  `sandbox.writable: "~x" must be an absolute path`,
+		"[sandbox]\nhide = [\"/a\\nb\"]\n":  `sandbox.hide: "/a\nb" has control characters`,
+		"[sandbox]\nunknown = 1\n":          `unknown`,
+	} {
+		_, err := ParseConfig("cryo.toml", []byte(data), time.UTC)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", data, err, want)
+		}
+	}
+}
+
+func TestCLIStatePaths(t *testing.T) {
+	claude := Command{Words: []string{"claude"}}
+	got, _ := cliStatePaths(claude, []string{"HOME=/h"})
+	if !slices.Equal(got, []string{"/h/.claude"}) {
+		t.Errorf("claude: %q", got)
+	}
+	got, _ = cliStatePaths(Command{Words: []string{"/opt/bin/codex"}}, []string{"HOME=/h", "CODEX_HOME=/x/codex"})
+	if !slices.Equal(got, []string{"/x/codex"}) {
+		t.Errorf("codex with CODEX_HOME: %q", got)
+	}
+	got, _ = cliStatePaths(Command{Words: []string{"opencode"}}, []string{"HOME=/h", "XDG_CONFIG_HOME=/c", "XDG_DATA_HOME=rel"})
+	want := []string{"/h/.local/share/opencode", "/h/.cache/opencode", "/c/opencode", "/h/.local/state/opencode"}
+	if !slices.Equal(got, want) {
+		t.Errorf("opencode: %q, want %q (a relative XDG_DATA_HOME is ignored)", got, want)
+	}
+	if got, _ := cliStatePaths(Command{Words: []string{"./agent.sh"}}, []string{"HOME=/h"}); len(got) != 0 {
+		t.Errorf("a plain step: %q", got)
+	}
+}
+
+func TestBusPaths(t *testing.T) {
+	got := busPaths("unix:path=/run/user/1000/bus,guid=x;unix:abstract=/tmp/dbus-1;tcp:host=h")
+	if !slices.Equal(got, []string{"/run/user/1000/bus"}) {
+		t.Errorf("busPaths = %q", got)
+	}
+}
+
+// The chamber's copy of a CLI's state gets the login and settings afresh each session, replaces
+// (never writes through) what a session left there, follows a logout, and never copies the
+// CLI's session history.
+func TestSeedCLIState(t *testing.T) {
+	dir := t.TempDir()
+	real, dst, outside := filepath.Join(dir, "real"), filepath.Join(dir, "copy"), filepath.Join(dir, "outside")
+	for p, data := range map[string]string{"real/auth.json": "token-1", "real/config.toml": "x=1", "real/state_5.sqlite": "history", "outside": "keep"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seed := []string{"auth.json", "config.toml", "AGENTS.md"}
+	if err := seedCLIState(real, dst, seed); err != nil {
+		t.Fatal(err)
+	}
+	// A session plants a symlink in its copy, and edits a setting.
+	_ = os.Remove(filepath.Join(dst, "auth.json"))
+	if err := os.Symlink(outside, filepath.Join(dst, "auth.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "config.toml"), []byte("notify=[\"sh\"]"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(real, "config.toml")); err != nil { // the operator removes it
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(real, "auth.json"), []byte("token-2"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := seedCLIState(real, dst, seed); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "keep" {
+		t.Errorf("written through the planted symlink: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "auth.json")); string(b) != "token-2" {
+		t.Errorf("auth.json in the copy: %q", b)
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "config.toml")); err == nil {
+		t.Errorf("config.toml, removed from the real one, is still in the copy")
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "state_5.sqlite")); err == nil {
+		t.Errorf("the CLI's history was copied into the chamber's copy")
+	}
+}

@@ -16,7 +16,10 @@ func startCommand(env *chamber.Env) *cli.Command {
 		Description: `start accepts the chamber's cryo.toml, the programs in the chamber it may run, and the
 environment (PATH, HOME, agent_env, the alert secrets): later edits take effect only after
 ` + "`cryochamber reload`" + `. It refuses a chamber that is already active (cancel it first), a paused one
-(resume it), and a plan.md that is still init's template (--force runs it anyway).`,
+(resume it), and a plan.md that is still init's template (--force runs it anyway).
+
+Every session runs in a sandbox (bubblewrap on Linux, sandbox-exec on macOS; [sandbox] in
+cryo.toml): start refuses, arming nothing, when it cannot be set up.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "agent", Usage: "agent command line for this chamber (overrides `agent` in cryo.toml): opencode, claude, codex, or any command"},
 			&cli.StringFlag{Name: "backend", Usage: "timer backend: systemd or launchd (default: by OS, or `backend` in cryo.toml)"},

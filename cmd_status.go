@@ -10,6 +10,8 @@ func statusCommand(env *chamber.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "status",
 		Usage: "show the plan, state, every upcoming wake, the last result, the timers as the OS reports them, and the latest block",
+		Description: `It also names the sandbox sessions run in ("sandbox": "bubblewrap", "sandbox-exec" or "off" in
+--json) and warns every time while [sandbox] mode is "off".`,
 		Flags: []cli.Flag{dirFlag(), jsonFlag(), &cli.IntFlag{Name: "lines", Value: 10, Usage: "lines of the latest block to show"}},
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c); err != nil {

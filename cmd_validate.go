@@ -14,7 +14,9 @@ func validateCommand(env *chamber.Env) *cli.Command {
 		Name:  "validate",
 		Usage: "run every check the next wake runs, on the latest block and the armed timers, printing each step",
 		Description: `The exit status is 1 when the checks would refuse to hibernate. --json prints one object with
-ok, plan_complete, exit, wake, cmd, plans, fallbacks, errors, warnings and checks.`,
+ok, plan_complete, exit, wake, cmd, plans, fallbacks, errors, warnings and checks. A step 3 line
+says whether the session sandbox can be set up (it fails when it cannot, and warns while
+[sandbox] mode is "off").`,
 		Flags: []cli.Flag{dirFlag(), jsonFlag()},
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c); err != nil {

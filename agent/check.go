@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"github.com/cryochamber/cryochamber/internal/sandbox"
+
 	"context"
 	"errors"
 	"fmt"
@@ -83,6 +85,12 @@ func (e *CheckError) Unwrap() error { return e.Err }
 // A failure is a *CheckError that says what to fix: the install command, the PATH that was
 // searched, the login a headless service needs.
 func Check(ctx context.Context, s Spec, env []string, dir string) error {
+	return CheckIn(ctx, s, env, dir, nil)
+}
+
+// CheckIn is Check with `--version` run in cage (nil: unconfined): it runs in the chamber, where
+// the agent may have planted what a CLI loads at start-up, so it gets the sessions' walls.
+func CheckIn(ctx context.Context, s Spec, env []string, dir string, cage *sandbox.Cage) error {
 	prog := Program(s)
 	if prog == "" {
 		return &CheckError{Program: s.Name, Problem: "has no command line",
@@ -121,6 +129,7 @@ func Check(ctx context.Context, s Spec, env []string, dir string) error {
 	res := Exec(ctx, Run{
 		Invocation: Invocation{Argv: []string{path, "--version"}, Env: env},
 		Dir:        dir,
+		Cage:       cage,
 		Timeout:    checkTimeout,
 		Grace:      time.Second,
 		Stdout:     out,

@@ -148,19 +148,21 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 	for _, k := range missing {
 		r.warnf("agent_env names %s, which is not set in this environment: the agent will not get it", k)
 	}
+	// The cage every session runs in (sandbox.go): refused now, before anything is armed,
+	// rather than found broken at 3 a.m.
+	cage, err := r.sessionCage(ctx, cmd, r.agentEnv(), true)
+	if err != nil {
+		return usageErr(sandboxHint(err), "%v", err)
+	}
 	// Check the agent the way session 1 will run it: on the captured PATH, headless, answering
-	// --version (for the known CLIs), so that a missing install or login is said now.
-	if err := agent.Check(ctx, *cmd.Agent, r.agentEnv(), dir); err != nil {
+	// --version (for the known CLIs), so that a missing install or login is said now; in the
+	// cage, as it runs in the chamber.
+	if err := agent.CheckIn(ctx, *cmd.Agent, r.agentEnv(), dir, cage); err != nil {
 		var ce *agent.CheckError
 		if errors.As(err, &ce) {
 			return usageErr(ce.Hint, "agent %q cannot run: %v", cmd.Line, ce)
 		}
 		return usageErr(agentHint(cmd), "agent %q cannot run: %v", cmd.Line, err)
-	}
-	// The cage every session runs in (sandbox.go): refused now, before anything is armed,
-	// rather than found broken at 3 a.m.
-	if _, err := r.sessionCage(ctx, cmd, r.agentEnv(), false); err != nil {
-		return usageErr(sandboxHint(err), "%v", err)
 	}
 	be, err := r.backend(ctx)
 	if err != nil {

@@ -8,7 +8,9 @@
 #   - what `launchctl print` shows for the wake (calendar) and the dead-man (StartInterval);
 #   - what launchd logged about the jobs (`log show`, lines naming "StartCalendarInterval");
 #   - how many "Background Items Added" notifications the run raised;
-#   - quarantine attributes, disabled labels, and the sleep settings (pmset).
+#   - quarantine attributes, disabled labels, and the sleep settings (pmset);
+#   - the session sandbox (sandbox-exec): what session 2 could see and do from inside it
+#     (cryochamber's state, ~/.ssh, a write to $HOME, launchctl); every probe must fail.
 #
 # Usage: scripts/macos-check.sh [path/to/cryochamber]   (default: bin/cryochamber, then PATH)
 # It writes only under ~/cryo-macos-check.*, and cancels the chamber at the end (the plists
@@ -61,7 +63,15 @@ if [ "\$CRYO_SESSION" = 1 ]; then
 	echo '[CRYO:EXIT 0] armed'
 	echo '[CRYO:WAKE $wake]'
 else
-	date -u +%s > '$work/fired'
+	date -u +%s > fired
+	# The sandbox: each probe must fail inside it (the chamber is all it may write).
+	{
+	ls "\$HOME/Library/Application Support/cryochamber" "\$HOME/.local/state/cryochamber" >/dev/null 2>&1 && echo "LEAK: the state directory is readable"
+	ls "\$HOME/.ssh" >/dev/null 2>&1 && echo "LEAK: ~/.ssh is readable"
+	(echo x > "\$HOME/cryo-sandbox-escape") 2>/dev/null && echo "LEAK: wrote \$HOME/cryo-sandbox-escape"
+	launchctl list >/dev/null 2>&1 && echo "LEAK: launchctl ran"
+	echo done
+	} > sandbox.txt 2>&1
 	echo '[CRYO:EXIT 0] fired'
 fi
 EOF
@@ -93,11 +103,11 @@ done
 
 echo "macos-check: waiting for launchd to run session 2 (up to 4 minutes; keep the Mac awake)" >&2
 deadline=$((wake_s + 120))
-while [ ! -s "$work/fired" ] && [ "$(date +%s)" -lt "$deadline" ]; do
+while [ ! -s "$chamber/fired" ] && [ "$(date +%s)" -lt "$deadline" ]; do
 	sleep 5
 done
-if [ -s "$work/fired" ]; then
-	fired_s=$(cat "$work/fired")
+if [ -s "$chamber/fired" ]; then
+	fired_s=$(cat "$chamber/fired")
 	# The session starts a few seconds after launchd runs `wake`: the agent's clock is an upper
 	# bound of the fire.
 	late=$((fired_s - wake_s))
@@ -117,6 +127,11 @@ btm=$(log show --last "${since}s" --info --style compact \
 btmnotes=$(printf '%s\n' "$btm" | grep -ci 'notif' || true)
 btmours=$(printf '%s\n' "$btm" | grep -c 'cryochamber' || true)
 
+sandbox="FAIL: session 2 did not record its sandbox probes"
+if [ -s "$chamber/sandbox.txt" ]; then
+	if grep -q LEAK "$chamber/sandbox.txt"; then sandbox="FAIL: $(grep LEAK "$chamber/sandbox.txt" | tr '\n' ';')"; else sandbox="PASS: state, ~/.ssh, \$HOME and launchctl out of reach"; fi
+fi
+rm -f "$HOME/cryo-sandbox-escape"
 quarantine=$(xattr -p com.apple.quarantine "$bin" 2>/dev/null || echo none)
 disabled=$(launchctl print-disabled "gui/$uid" 2>/dev/null | grep 'dev\.cryochamber' || echo "(none)")
 
@@ -127,6 +142,7 @@ cat <<EOF
 - cryochamber: \`$("$bin" --version 2>/dev/null || echo unknown)\`, started at $startiso
 - system zone (/etc/localtime): \`$zone\`; \$TZ for \`start\`: \`$tz\`
 - **$verdict**
+- sandbox (\`$("$bin" status --dir "$chamber" --json 2>/dev/null | grep -o '"sandbox": *"[a-z-]*"' || echo unknown)\`): **$sandbox**
 - step 5 at start: \`$(printf '%s\n' "$startout" | grep 'step 5' | sed 's/  */ /g' || true)\`
 - \`launchctl print\` of the wake, calendar:
 \`\`\`

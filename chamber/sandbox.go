@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	"github.com/cryochamber/cryochamber/internal/sandbox"
@@ -61,10 +60,7 @@ func (c *Config) SandboxMechanism() string {
 	if !c.SandboxOn() {
 		return sandbox.Off
 	}
-	if runtime.GOOS == "darwin" {
-		return sandbox.SandboxExec
-	}
-	return sandbox.Bubblewrap
+	return sandbox.Mechanism
 }
 
 // checkSandbox validates the [sandbox] table (part of Config.check).
@@ -308,25 +304,7 @@ func (r *runner) sessionCage(ctx context.Context, cmd Command, env []string, pre
 	if err := p.Check(); err != nil {
 		return nil, &sandbox.Error{Err: err, Hint: "change [sandbox] writable in cryo.toml, then `cryochamber reload`"}
 	}
-	switch runtime.GOOS {
-	case "linux":
-		tool, err := sandbox.Find(r.env.Getenv("PATH"), r.dir)
-		if err != nil {
-			return nil, err
-		}
-		if err := sandbox.Probe(ctx, tool); err != nil {
-			return nil, err
-		}
-		return &sandbox.Cage{Mechanism: sandbox.Bubblewrap, Tool: tool, Policy: p}, nil
-	case "darwin":
-		const tool = "/usr/bin/sandbox-exec"
-		if _, err := os.Stat(tool); err != nil {
-			return nil, &sandbox.Error{Err: fmt.Errorf("%s is missing", tool), Hint: "set [sandbox] mode = \"off\" in cryo.toml and run `cryochamber reload` to accept the risk of an unconfined agent"}
-		}
-		return &sandbox.Cage{Mechanism: sandbox.SandboxExec, Tool: tool, Policy: p}, nil
-	}
-	return nil, &sandbox.Error{Err: fmt.Errorf("no sandbox is known on %s", runtime.GOOS),
-		Hint: "set [sandbox] mode = \"off\" in cryo.toml and run `cryochamber reload` to accept the risk of an unconfined agent"}
+	return sandbox.Setup(ctx, r.env.Getenv("PATH"), r.dir, p)
 }
 
 // sandboxHint is the hint of a sandbox error.

@@ -82,6 +82,9 @@ const BwrapHint = "install bubblewrap (Debian/Ubuntu: apt install bubblewrap; Fe
 	"and later also sysctl kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile for bwrap); " +
 	"or set [sandbox] mode = \"off\" in cryo.toml and run `cryochamber reload` to accept the risk of an unconfined agent"
 
+// OffHint is the way out where the OS has no sandbox this package can set up.
+const OffHint = "set [sandbox] mode = \"off\" in cryo.toml and run `cryochamber reload` to accept the risk of an unconfined agent"
+
 // Check refuses a policy that would show what must stay hidden: the chamber or a writable path
 // inside (or equal to) a protected one (a writable parent is fine: the protected path is
 // mounted over it), a relative path, or a path with control characters (they have no place in

@@ -1,0 +1,19 @@
+package sandbox
+
+import "context"
+
+// Mechanism is this OS's sandbox, as status names it.
+const Mechanism = Bubblewrap
+
+// Setup is the cage for p on Linux: bubblewrap, found on pathList (never inside exclude, the
+// chamber) and tried once (Probe), so that a kernel without user namespaces is said now.
+func Setup(ctx context.Context, pathList, exclude string, p Policy) (*Cage, error) {
+	tool, err := Find(pathList, exclude)
+	if err != nil {
+		return nil, err
+	}
+	if err := Probe(ctx, tool); err != nil {
+		return nil, err
+	}
+	return &Cage{Mechanism: Bubblewrap, Tool: tool, Policy: p}, nil
+}

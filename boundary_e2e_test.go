@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -942,7 +943,7 @@ func TestBoundaryFIFOs(t *testing.T) {
 		agent := `#!/bin/sh
 if [ "$CRYO_SESSION" = 2 ]; then
 	echo $$ > agent.pid
-	sleep 600
+	sleep 6017
 fi
 echo "[CRYO:EXIT 0] ok"
 echo "[CRYO:WAKE +1h]"
@@ -967,6 +968,11 @@ echo "[CRYO:WAKE +1h]"
 			_, err := os.Stat(filepath.Join(dir, "agent.pid"))
 			return err == nil
 		})
+		var sleeping []int
+		waitFor(t, 20*time.Second, "the agent's sleep to start", func() bool {
+			sleeping = processesRunning("sleep 6017")
+			return len(sleeping) > 0
+		})
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -984,11 +990,12 @@ echo "[CRYO:WAKE +1h]"
 		case <-time.After(limit):
 			t.Fatalf("wake still running %s after SIGTERM\n%s", limit, out.String())
 		}
-		pid, _ := os.ReadFile(filepath.Join(dir, "agent.pid"))
-		var p int
-		fmt.Sscan(string(pid), &p)
-		if p > 0 && processLives(p) {
-			t.Errorf("the agent (pid %d) outlived its wake", p)
+		// The agent's PID as it wrote it is its sandbox's own (the session runs in a PID
+		// namespace): what is looked for is its `sleep 6017`, by the PIDs seen from here.
+		for _, p := range sleeping {
+			if processLives(p) {
+				t.Errorf("the agent's sleep (pid %d) outlived its wake", p)
+			}
 		}
 		t.Logf("wake after SIGTERM:\n%s", out.String())
 		if code, stdout, stderr := cryoBounded(t, limit, env, dir, "cancel", "--dir", dir); code != 0 {
@@ -1559,4 +1566,22 @@ echo "[CRYO:WAKE +1h]"
 		t.Errorf("the alert was POSTed to the ignored target %d time(s)", n)
 	}
 	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+}
+
+// processesRunning are the PIDs (as this test sees them) of the processes whose command line is
+// cmdline, its words joined by spaces.
+func processesRunning(cmdline string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Join(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), " ") == cmdline {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

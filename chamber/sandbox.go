@@ -198,6 +198,18 @@ func (r *runner) sandboxPolicy(cmd Command, env []string) sandbox.Policy {
 	if t, ok := lookupEnv(env, "TMPDIR"); ok && filepath.IsAbs(t) && filepath.Clean(t) != "/" && (home == "" || !within(t, home)) {
 		p.Scratch = append(p.Scratch, t)
 	}
+	// The programs the session runs stay visible where they lie under a scratch directory (a
+	// CLI installed under /tmp): the PATH's directories there, read-only. A hidden path still
+	// wins over them.
+	if pathVar, ok := lookupEnv(env, "PATH"); ok {
+		for _, d := range filepath.SplitList(pathVar) {
+			for _, sc := range p.Scratch {
+				if filepath.IsAbs(d) && within(sc, d) && filepath.Clean(d) != filepath.Clean(sc) {
+					p.Visible = append(p.Visible, d)
+				}
+			}
+		}
+	}
 	return p
 }
 

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -50,8 +51,8 @@ type Policy struct {
 	// ends (/tmp, /var/tmp, $TMPDIR): shared temporary directories hold other programs'
 	// sockets (tmux, X11, ssh-agent), which a read-only mount would still let it connect to.
 	Scratch []string
-	// Visible are paths kept readable (read-only) even where they lie under a Scratch or
-	// Hide path: the HOME of the agent when it lives under /tmp, say.
+	// Visible are paths kept readable (read-only) even where they lie under a Scratch path:
+	// the HOME of the agent, or a PATH directory, under /tmp, say. Never inside a hidden one.
 	Visible []string
 	// Binds show another directory in place of a path: the agent CLI's own state directory
 	// (~/.claude, ~/.codex) is, in the cage, a copy kept per chamber, so that what a session
@@ -210,9 +211,19 @@ func (p Policy) mounts() []mount {
 	}
 	add(kHide, p.Hide, false)
 	add(kProtect, p.Protected, false)
-	// Keep only the strongest kind per path.
+	// Keep only the strongest kind per path, and nothing shown again inside a hidden path
+	// except the chamber and what is writable (Check keeps those out of protected ones).
+	var hidden []string
+	for _, m := range ms {
+		if seen[m.path] == m.kind && m.kind >= kHide {
+			hidden = append(hidden, m.path)
+		}
+	}
 	out := ms[:0]
 	for _, m := range ms {
+		if m.kind == kVisible && slices.ContainsFunc(hidden, func(h string) bool { return within(h, m.path) }) {
+			continue
+		}
 		if seen[m.path] == m.kind {
 			out = append(out, m)
 			seen[m.path] = -1

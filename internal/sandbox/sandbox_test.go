@@ -41,7 +41,7 @@ func tree(t *testing.T) (string, Policy) {
 		Hide:      []string{filepath.Join(home, ".ssh"), filepath.Join(home, ".netrc"), filepath.Join(home, ".aws"), filepath.Join(home, "other"), filepath.Join(root, "run/user/1000")},
 		Protected: []string{filepath.Join(home, ".local/state/cryochamber")},
 		Scratch:   []string{filepath.Join(root, "tmp")},
-		Visible:   []string{home},
+		Visible:   []string{home, filepath.Join(home, ".ssh"), filepath.Join(home, ".local/state/cryochamber/chambers/x")},
 	}
 }
 

@@ -107,7 +107,9 @@ func crashOnce(t *testing.T, m *systemdtest.Manager, point string, round int) {
 	}
 	files := map[string]string{
 		"plan.md":   "x\n",
-		"cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\n",
+		// Unconfined: the agent kills its cryochamber parent (kill -9 $PPID), which a caged
+		// session cannot see (its PID namespace holds only itself).
+		"cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\n\n[sandbox]\nmode = \"off\"\n",
 		"agent.sh":  crashAgent,
 	}
 	for name, data := range files {

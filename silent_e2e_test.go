@@ -671,7 +671,9 @@ func TestSilent05KilledEarlySession(t *testing.T) {
 			hook := startAlertHook(t, false)
 			watch := how == "message"
 			toml := fmt.Sprintf("agent = \"./agent.sh\"\nwatch_inbox = %v\nfallback_after = \"20s\"\n", watch) + alertToml(hook, nil)
-			c := newTrial(t, m, toml, hangAgent, nil)
+			// Unconfined: hangAgent records the wake's PID for the test to kill, and a caged
+			// session cannot see it (its PID namespace holds only itself).
+			c := newTrial(t, m, toml+"\n[sandbox]\nmode = \"off\"\n", hangAgent, nil)
 			c.start(0)
 			if err := os.WriteFile(filepath.Join(c.dir, "hang"), nil, 0o644); err != nil {
 				t.Fatal(err)

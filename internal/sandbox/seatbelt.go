@@ -24,6 +24,8 @@ func SeatbeltProfile(p Policy) string {
 	b.WriteString("; no other process is inspected or signalled, no service is started through launchd\n")
 	b.WriteString("(deny process-info* (target others))\n(deny signal (target others))\n")
 	b.WriteString("(deny process-exec (literal \"/bin/launchctl\") (literal \"/usr/bin/osascript\"))\n")
+	b.WriteString("; launchd's per-user sockets (the ssh-agent's among them)\n")
+	b.WriteString("(deny network-outbound (remote unix-socket (path-regex #\"^/private/tmp/com\\.apple\\.launchd\\.\")))\n")
 	b.WriteString("(deny mach-lookup (global-name-regex #\"^com\\.apple\\.xpc\\.launchd\") (global-name \"com.apple.backgroundtaskmanagementagent\") (global-name \"com.apple.coreservices.launchservicesd\"))\n")
 	for _, m := range p.mounts() {
 		q := sbString(m.path)

@@ -105,10 +105,10 @@ func crashOnce(t *testing.T, m *systemdtest.Manager, point string, round int) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Unconfined: the agent kills its cryochamber parent (kill -9 $PPID), which a caged session
+	// cannot see (its PID namespace holds only itself).
 	files := map[string]string{
 		"plan.md":   "x\n",
-		// Unconfined: the agent kills its cryochamber parent (kill -9 $PPID), which a caged
-		// session cannot see (its PID namespace holds only itself).
 		"cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\n\n[sandbox]\nmode = \"off\"\n",
 		"agent.sh":  crashAgent,
 	}

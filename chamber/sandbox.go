@@ -94,11 +94,14 @@ func (c *Config) checkSandbox(name string, data []byte) error {
 	return nil
 }
 
-// expandHome makes "~/x" absolute with home; "" when it cannot.
+// expandHome makes "~/x" absolute with home; "" when it cannot (no HOME, or a relative one).
 func expandHome(p, home string) string {
+	if !filepath.IsAbs(home) {
+		home = ""
+	}
 	switch {
 	case p == "~":
-		return home
+		return home // "" without one
 	case strings.HasPrefix(p, "~/"):
 		if home == "" {
 			return ""

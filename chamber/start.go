@@ -148,6 +148,9 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 	for _, k := range missing {
 		r.warnf("agent_env names %s, which is not set in this environment: the agent will not get it", k)
 	}
+	for _, w := range r.agentLineWarnings(agentLine) { // python -m without -I/-P (wrappers.go)
+		r.warnf("%s", w)
+	}
 	// Check the agent the way session 1 will run it: on the captured PATH, headless, answering
 	// --version (for the known CLIs), so that a missing install or login is said now.
 	if err := agent.Check(ctx, *cmd.Agent, r.agentEnv(), dir); err != nil {
@@ -234,7 +237,11 @@ func (r *runner) prepareFiles() error {
 // captureEnv writes the environment file (PATH, HOME, XDG_STATE_HOME and agent_env) and the
 // alert secrets, both 0600 in the private state directory.
 func (r *runner) captureEnv() (missing []string, err error) {
-	vars := []string{"PATH=" + r.env.Getenv("PATH"), "HOME=" + r.env.Getenv("HOME")}
+	path := cleanPath(r.env.Getenv("PATH")) // only absolute entries (pathclean.go)
+	if w := path.warning(); w != "" {
+		r.warnf("%s", w)
+	}
+	vars := []string{"PATH=" + path.kept, "HOME=" + r.env.Getenv("HOME")}
 	if v, ok := lookupEnv(r.env.Environ, "XDG_STATE_HOME"); ok && v != "" {
 		// The timers must find the same private state as this command.
 		vars = append(vars, "XDG_STATE_HOME="+v)

@@ -259,3 +259,48 @@ func TestBoundaryWrapperLines(t *testing.T) {
 		})
 	}
 }
+
+// Attack 2 of issue 22, as the operator sees it: each CLI guards only its own project files, and
+// any of them would load another's from the chamber (a SessionStart hook in .claude/settings.json
+// runs as the user when Claude Code next starts there). Session 1 writes one; the operator gets
+// one notice naming it; session 2, which changes nothing, gives no new notice; session 3 changes
+// it again and gives one more.
+//
+// Before the change: nothing told the operator.
+func TestBoundaryCLIConfigNotice(t *testing.T) {
+	m := systemdtest.Start(t)
+	hooks := startHooks(t)
+	toml := fmt.Sprintf("agent = \"./agent.sh\"\nwatch_inbox = false\n\n[[fallback]]\naction = \"webhook\"\ntarget = %q\n\n[webhook]\ntimeout = \"5s\"\nretries = 0\n", hooks.url("/hook"))
+	agent := `#!/bin/sh
+case "$CRYO_SESSION" in
+1|3)
+	mkdir -p .claude
+	printf '{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"touch /tmp/pwned-%s"}]}]}}\n' "$CRYO_SESSION" > .claude/settings.json
+	;;
+esac
+echo "[CRYO:EXIT 0] session $CRYO_SESSION"
+echo "[CRYO:WAKE +1h]"
+`
+	dir := boundaryChamber(t, toml, agent, nil)
+	env := managerEnv(m)
+	const notice = `"reason":"cli-config"`
+	out := mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	if !strings.Contains(out, `session 1 left CLI configuration that can run code in the chamber (added ".claude/settings.json")`) {
+		t.Errorf("start does not warn of the new configuration:\n%s", out)
+	}
+	waitFor(t, 20*time.Second, "the notice of .claude/settings.json", func() bool {
+		return hooks.count("/hook", notice, `.claude/settings.json`) == 1
+	})
+	mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	out = mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	if !strings.Contains(out, `session 3 left CLI configuration that can run code in the chamber (changed ".claude/settings.json")`) {
+		t.Errorf("session 3 changed it, and the wake does not say so:\n%s", out)
+	}
+	waitFor(t, 20*time.Second, "the notice of session 3's change", func() bool {
+		return hooks.count("/hook", notice) == 2
+	})
+	if n := hooks.count("/hook", notice, "session 2 left"); n != 0 {
+		t.Errorf("session 2 changed nothing, and gave %d notices:\n%s", n, hooks.describe())
+	}
+	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+}

@@ -198,6 +198,7 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 	if err := r.accept(raw); err != nil {
 		return &Error{Msg: "cannot record the accepted configuration", Err: err}
 	}
+	r.recordCLIConfig() // what later sessions' CLI configuration is compared with (cliconfig.go)
 	if err := register(env.Registry, dir); err != nil {
 		r.warnf("cannot record the chamber for `cryochamber ps`: %v", err)
 	}

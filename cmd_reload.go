@@ -19,7 +19,7 @@ until you reload. reload also accepts an upgraded cryochamber binary.
 
 reload first shows what it would accept: every key of cryo.toml whose value changes, old →
 new (secrets hidden), and every program whose pin changes. A change to anything but
-timezone or watch_inbox (the agent line, [agents.*], allowed_commands, agent_env, the limits,
+timezone (the agent line, watch_inbox, [agents.*], allowed_commands, agent_env, the limits,
 [[fallback]], fallback_allow, [email], [webhook], [channels], backend), and any changed pin,
 is accepted only with --yes: without it reload exits 1 and accepts nothing. Read the list:
 the agent may have made the edit. A reload after an upgrade, with nothing changed, needs no

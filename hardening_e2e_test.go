@@ -245,6 +245,9 @@ func TestBoundaryWrapperLines(t *testing.T) {
 			if code != 1 || !strings.Contains(stdout, "session 1: EXIT 0 the accepted code") || !strings.Contains(stdout, "step 3 command runnable") || !strings.Contains(stdout, c.refusal) {
 				t.Errorf("session 1 under %q, which rewrote its code: exit %d\n%s%s", c.line, code, stdout, stderr)
 			}
+			if warned := strings.Contains(stderr, "without -I or -P: -m puts the chamber (its working directory) first on sys.path"); warned != strings.Contains(c.line, " -m ") {
+				t.Errorf("start under %q: warned of python -m: %v\n%s", c.line, warned, stderr)
+			}
 			waitFor(t, 20*time.Second, "the refusal alert", func() bool {
 				return hooks.count("/hook", `"reason":"refused"`, c.refusal) == 1
 			})

@@ -32,17 +32,13 @@ func (c configChange) String() string {
 	return fmt.Sprintf("%s: %s → %s", c.Key, c.Old, c.New)
 }
 
-// needsYes reports whether accepting this change needs `reload --yes`. Only keys that change
-// nothing an attacker could use are accepted without it: the time zone the plan's times are
-// read in, and whether a message wakes the chamber early. Everything else bounds the agent
-// (limits, what it may run, with which arguments and environment) or decides who is told and
-// how (alert targets, channels, the backend): an edit the agent could have made.
+// needsYes reports whether accepting this change needs `reload --yes`. Only the time zone the
+// plan's times are read in changes nothing an attacker could use. Everything else bounds the
+// agent (limits, watch_inbox, what it may run, with which arguments and environment) or
+// decides who is told and how (alert targets, channels, the backend): an edit the agent could
+// have made.
 func (c configChange) needsYes() bool {
-	switch topKey(c.Key) {
-	case "timezone", "watch_inbox":
-		return false
-	}
-	return true
+	return topKey(c.Key) != "timezone"
 }
 
 // topKey is the first segment of a key path: "fallback[2].target" → "fallback".

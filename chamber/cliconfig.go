@@ -89,11 +89,16 @@ func (r *runner) cliConfigFingerprint() map[string]string {
 				walk(path.Join(rel, n), depth+1)
 			}
 		case fi.Mode().IsRegular():
+			meta := fmt.Sprintf("size %d, modified %s", fi.Size(), fi.ModTime().UTC().Format(time.RFC3339Nano))
 			if fi.Size() > budget {
-				fp[rel] = fmt.Sprintf("size %d, modified %s", fi.Size(), fi.ModTime().UTC().Format(time.RFC3339Nano))
+				fp[rel] = meta
 				return
 			}
-			fp[rel] = r.hashConfined(rel, budget)
+			// A file the confined opener refuses (a hard link: its other name may be outside)
+			// is fingerprinted by what Lstat says of it.
+			if fp[rel] = r.hashConfined(rel, budget); fp[rel] == "unreadable" {
+				fp[rel] = "unreadable, " + meta
+			}
 			budget -= fi.Size()
 		default:
 			fp[rel] = cliFileType(fi.Mode())

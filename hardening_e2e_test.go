@@ -196,24 +196,26 @@ echo "[CRYO:WAKE +1h]"
 
 // Attack 4 of issue 22: the pin misses wrappers, -c and -m. For each of the nine agent lines,
 // session 1 rewrites the code the line runs (or, for a module outside the chamber, plants one
-// that shadows it); its hibernation is refused with an alert, nothing is armed, and the next
-// wake refuses too: the rewritten code never runs.
+// that shadows it): its hibernation is refused with an alert, nothing is armed, and the next
+// wake does not run it. Then the operator puts the accepted code back and starts again; this
+// time the new code is planted between two sessions (as a process the agent left behind
+// could): the next session is refused with an alert and the planted code never runs.
 //
-// Before the change: only `sh agent.sh` was refused; the eight others hibernated and the next
-// wake ran the new code.
+// Before the change: only `sh agent.sh` was refused; under the eight others session 1
+// hibernated and the next wake ran the new code.
 func TestBoundaryWrapperLines(t *testing.T) {
 	m := systemdtest.Start(t)
-	// The code that runs first, and rewrites the file at path (shell or Python) with v2.
+	// The accepted code rewrites the file at path (shell or Python) with v2, in session 1 only.
 	shV2 := "#!/bin/sh\ntouch v2-ran\necho \"[CRYO:EXIT 0] v2 ran\"\necho \"[CRYO:WAKE +1h]\"\n"
-	sh := "#!/bin/sh\nprintf '%s' '" + shV2 + "' > agent.sh.new\nchmod 755 agent.sh.new\nmv agent.sh.new agent.sh\n" +
+	sh := "#!/bin/sh\nif [ \"$CRYO_SESSION\" = 1 ]; then\nprintf '%s' '" + shV2 + "' > agent.sh.new\nchmod 755 agent.sh.new\nmv agent.sh.new agent.sh\nfi\n" +
 		"echo \"[CRYO:EXIT 0] the accepted code\"\necho \"[CRYO:WAKE +1h]\"\n"
 	pyV2 := "open('v2-ran', 'w').close()\nprint('[CRYO:EXIT 0] v2 ran')\nprint('[CRYO:WAKE +1h]')\n"
 	py := func(path string) string {
-		return fmt.Sprintf("import os\nwith open(%q + '.new', 'w') as f:\n    f.write(%q)\nos.replace(%q + '.new', %q)\n"+
+		return fmt.Sprintf("import os\nif os.environ.get('CRYO_SESSION') == '1':\n    with open(%q + '.new', 'w') as f:\n        f.write(%q)\n    os.replace(%q + '.new', %q)\n"+
 			"print('[CRYO:EXIT 0] the accepted code')\nprint('[CRYO:WAKE +1h]')\n", path, pyV2, path, path)
 	}
 	outside := t.TempDir() // a module installed outside the chamber (on PYTHONPATH)
-	if err := os.WriteFile(filepath.Join(outside, "opsagent.py"), []byte(py(filepath.Join("opsagent.py"))), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(outside, "opsagent.py"), []byte(py("opsagent.py")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	const python = "/usr/bin/python3"
@@ -222,28 +224,42 @@ func TestBoundaryWrapperLines(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name, line string
-		files      map[string]string
+		code       string // the file the line runs, in the chamber
+		v1, v2     string // its accepted content ("" for none: the module is outside), and the new one
 		refusal    string
 	}{
-		{"sh", "sh agent.sh", nil, "agent.sh changed since"},
-		{"env", "env sh agent.sh", nil, "agent.sh changed since"},
-		{"stdbuf", "stdbuf -oL sh agent.sh", nil, "agent.sh changed since"},
-		{"timeout", "timeout 600 sh agent.sh", nil, "agent.sh changed since"},
-		{"nice", "nice -n 5 sh agent.sh", nil, "agent.sh changed since"},
-		{"env-var-python", "env VAR=1 " + python + " agent.py", map[string]string{"agent.py": py("agent.py")}, "agent.py changed since"},
-		{"sh-c", "sh -c ./agent.sh", nil, "agent.sh changed since"},
-		{"python-m", python + " -m mod", map[string]string{"mod.py": py("mod.py")}, "mod.py changed since"},
-		{"python-m-outside", python + " -m opsagent", nil, "opsagent.py is inside the chamber but was not there"},
+		{"sh", "sh agent.sh", "agent.sh", sh, shV2, "agent.sh changed since"},
+		{"env", "env sh agent.sh", "agent.sh", sh, shV2, "agent.sh changed since"},
+		{"stdbuf", "stdbuf -oL sh agent.sh", "agent.sh", sh, shV2, "agent.sh changed since"},
+		{"timeout", "timeout 600 sh agent.sh", "agent.sh", sh, shV2, "agent.sh changed since"},
+		{"nice", "nice -n 5 sh agent.sh", "agent.sh", sh, shV2, "agent.sh changed since"},
+		{"env-var-python", "env VAR=1 " + python + " agent.py", "agent.py", py("agent.py"), pyV2, "agent.py changed since"},
+		{"sh-c", "sh -c ./agent.sh", "agent.sh", sh, shV2, "agent.sh changed since"},
+		{"python-m", python + " -m mod", "mod.py", py("mod.py"), pyV2, "mod.py changed since"},
+		{"python-m-outside", python + " -m opsagent", "opsagent.py", "", pyV2, "opsagent.py is inside the chamber but was not there"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			hooks := startHooks(t)
 			toml := fmt.Sprintf("agent = %q\nwatch_inbox = false\nagent_env = [\"PYTHONPATH\"]\n\n[[fallback]]\naction = \"webhook\"\ntarget = %q\n\n[webhook]\ntimeout = \"5s\"\nretries = 0\n",
 				c.line, hooks.url("/hook"))
-			dir := boundaryChamber(t, toml, sh, c.files)
+			files := map[string]string{}
+			if c.v1 != "" {
+				files[c.code] = c.v1
+			}
+			dir := boundaryChamber(t, toml, sh, files)
+			code := filepath.Join(dir, c.code)
 			env := managerEnv(m, "PYTHONPATH="+outside)
-			code, stdout, stderr := cryoBounded(t, 60*time.Second, env, dir, "start", filepath.Join(dir, "plan.md"))
-			if code != 1 || !strings.Contains(stdout, "session 1: EXIT 0 the accepted code") || !strings.Contains(stdout, "step 3 command runnable") || !strings.Contains(stdout, c.refusal) {
-				t.Errorf("session 1 under %q, which rewrote its code: exit %d\n%s%s", c.line, code, stdout, stderr)
+			ran := func(when string) {
+				t.Helper()
+				if _, err := os.Stat(filepath.Join(dir, "v2-ran")); err == nil {
+					t.Fatalf("the new code ran under %q (%s)", c.line, when)
+				}
+			}
+
+			// Session 1 rewrites the code.
+			exit, stdout, stderr := cryoBounded(t, 60*time.Second, env, dir, "start", filepath.Join(dir, "plan.md"))
+			if exit != 1 || !strings.Contains(stdout, "session 1: EXIT 0 the accepted code") || !strings.Contains(stdout, "step 3 command runnable") || !strings.Contains(stdout, c.refusal) {
+				t.Errorf("session 1 under %q, which rewrote its code: exit %d\n%s%s", c.line, exit, stdout, stderr)
 			}
 			if warned := strings.Contains(stderr, "without -I or -P: -m puts the chamber (its working directory) first on sys.path"); warned != strings.Contains(c.line, " -m ") {
 				t.Errorf("start under %q: warned of python -m: %v\n%s", c.line, warned, stderr)
@@ -254,9 +270,34 @@ func TestBoundaryWrapperLines(t *testing.T) {
 			if units := cryoUnitFiles(t, m); len(units) != 0 {
 				t.Errorf("units left armed after the refusal: %v", units)
 			}
-			code, stdout, stderr = cryoBounded(t, 60*time.Second, env, dir, "wake", "--dir", dir, "--now")
-			if _, err := os.Stat(filepath.Join(dir, "v2-ran")); err == nil {
-				t.Fatalf("the rewritten code ran under %q (exit %d)\n%s%s", c.line, code, stdout, stderr)
+			bin(t, env, dir, "wake", "--dir", dir, "--now")
+			ran("the wake after session 1")
+
+			// The operator puts the accepted code back and starts again; session 2 hibernates.
+			if c.v1 == "" {
+				if err := os.Remove(code); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.WriteFile(code, []byte(c.v1), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if out := mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md")); !strings.Contains(out, "session 2: EXIT 0 the accepted code") {
+				t.Fatalf("session 2 with the accepted code:\n%s", out)
+			}
+			// The new code is planted between two sessions: session 3 is refused with an alert.
+			if err := os.WriteFile(code, []byte(c.v2), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			exit, stdout, stderr = cryoBounded(t, 60*time.Second, env, dir, "wake", "--dir", dir, "--now")
+			if exit != 1 || !strings.Contains(stdout, c.refusal) {
+				t.Errorf("session 3 under %q, with the code planted: exit %d\n%s%s", c.line, exit, stdout, stderr)
+			}
+			ran("session 3")
+			waitFor(t, 20*time.Second, "the second refusal alert", func() bool {
+				return hooks.count("/hook", `"reason":"refused"`, c.refusal) == 2
+			})
+			if units := cryoUnitFiles(t, m); len(units) != 0 {
+				t.Errorf("units left armed after the refusal: %v", units)
 			}
 			mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
 		})

@@ -29,7 +29,9 @@ const unset = "(unset)"
 
 // String is the change as one line.
 func (c configChange) String() string {
-	return fmt.Sprintf("%s: %s → %s", c.Key, c.Old, c.New)
+	// The key too is the agent's text ([agents.NAME], an env name), validated by ParseConfig;
+	// made one printable line all the same, as every value is.
+	return fmt.Sprintf("%s: %s → %s", termtext.OneLine(c.Key, 200), c.Old, c.New)
 }
 
 // needsYes reports whether accepting this change needs `reload --yes`. Only the time zone the

@@ -1,6 +1,8 @@
 package chamber
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -120,5 +122,36 @@ func TestPythonModuleWarning(t *testing.T) {
 		if warn && !strings.Contains(got, "add -P (Python 3.11+) or -I") {
 			t.Errorf("%s: the warning does not say what to do: %s", line, got)
 		}
+	}
+}
+
+// TestWrappedProgramOnPath: a program a wrapper runs by name (`env mytool`, `timeout 5
+// python3 a.py`) that the captured PATH finds in the chamber is pinned, and one planted there
+// later is refused. (Before the change only the wrapper, outside the chamber, was looked at.)
+func TestWrappedProgramOnPath(t *testing.T) {
+	r := testRunner(t, "agent = \"env mytool\"\n", t0)
+	bin := filepath.Join(r.dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "mytool"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r.envLoaded, r.envVars = true, []string{"PATH=" + bin + ":/usr/bin:/bin"}
+	if got := r.programsInChamber(); !slices.Contains(got, filepath.Join(bin, "mytool")) {
+		t.Errorf("programsInChamber = %q, want %s in it", got, filepath.Join(bin, "mytool"))
+	}
+	// timeout 5 python3 a.py: a python3 planted in the chamber's bin later is refused.
+	words := []string{"timeout", "5", "python3", "a.py"}
+	cmd := Command{Words: words, Agent: &agent.Spec{Command: words}}
+	r.pins = &pinFile{Programs: map[string]string{}}
+	if err := r.checkPinned("/usr/bin/timeout", cmd); err != nil {
+		t.Fatalf("nothing planted yet: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "python3"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.checkPinned("/usr/bin/timeout", cmd); err == nil || !strings.Contains(err.Error(), "python3 is inside the chamber but was not there") {
+		t.Errorf("a python3 planted on the PATH in the chamber: %v", err)
 	}
 }

@@ -52,6 +52,20 @@ func peelWrappers(words []string) []string {
 	return words
 }
 
+// wrapped is the program an agent command's wrappers run when it is named without a path
+// (`env mytool`), "" otherwise: Files has those named by a path.
+func (c Command) wrapped() string {
+	if c.Agent == nil {
+		return ""
+	}
+	words := append(append([]string(nil), c.Agent.Command...), c.Agent.Args...)
+	inner := peelWrappers(words)
+	if len(inner) == 0 || len(inner) == len(words) || strings.ContainsAny(inner[0], "/{") {
+		return ""
+	}
+	return inner[0]
+}
+
 // peelOne skips one wrapper's options, positional words and assignments.
 func peelOne(w wrapper, args []string) []string {
 	takes := func(long string) bool {

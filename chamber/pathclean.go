@@ -21,6 +21,9 @@ type cleanedPath struct {
 // cleanPath drops every entry of path that is not absolute.
 func cleanPath(path string) cleanedPath {
 	var c cleanedPath
+	if path == "" {
+		return c // no PATH at all: nothing to drop
+	}
 	var kept []string
 	for _, e := range strings.Split(path, string(filepath.ListSeparator)) {
 		if filepath.IsAbs(e) {

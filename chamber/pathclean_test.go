@@ -18,6 +18,9 @@ func TestCleanPath(t *testing.T) {
 	if w := c.warning(); !strings.Contains(w, `PATH entries ".", "", "bin", "./node_modules/.bin", "" are not absolute`) {
 		t.Errorf("warning %q", w)
 	}
+	if c := cleanPath(""); c.kept != "" || c.warning() != "" {
+		t.Errorf("no PATH: %+v", c)
+	}
 	if c := cleanPath("/usr/bin:/bin"); c.kept != "/usr/bin:/bin" || c.warning() != "" {
 		t.Errorf("an absolute PATH changed: %+v", c)
 	}

@@ -16,7 +16,8 @@ type ReloadOptions struct {
 // Reload accepts the chamber's current cryo.toml, the programs inside it and the environment,
 // after the operator changed them: it captures PATH, HOME, agent_env and the alert secrets
 // again, pins the configuration and the programs, and refreshes the armed timers. It runs no
-// session.
+// session. It first shows every changed key and pin; a change (other than timezone) is
+// accepted only with opts.Yes, and without it nothing at all is written.
 func Reload(ctx context.Context, env *Env, opts ReloadOptions) error {
 	r, done, err := open(ctx, env, opts.Dir, openOptions{command: "reload"})
 	if err != nil {

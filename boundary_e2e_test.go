@@ -1224,9 +1224,15 @@ retries = 0
 		t.Fatal("the rewritten agent.sh ran")
 	}
 
+	// A reload shows the changed pin and accepts it only with --yes (issue 22: an operator who
+	// reloads after an upgrade must not accept the agent's rewrite unseen).
+	out := mustCryo(t, 1, env, dir, "reload", "--dir", dir)
+	if !strings.Contains(out, "programs whose pin changes:") || !strings.Contains(out, "agent.sh: content changed") || !strings.Contains(out, "nothing was accepted") {
+		t.Errorf("reload without --yes:\n%s", out)
+	}
 	// The operator looked at it and accepts it: it runs.
-	out := mustCryo(t, 0, env, dir, "reload", "--dir", dir)
-	if !strings.Contains(out, "accepted cryo.toml, the programs in the chamber") {
+	out = mustCryo(t, 0, env, dir, "reload", "--yes", "--dir", dir)
+	if !strings.Contains(out, "accepted cryo.toml (0 changes), the programs in the chamber (1 pins changed)") {
 		t.Errorf("reload:\n%s", out)
 	}
 	out = mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
@@ -1256,7 +1262,7 @@ retries = 0
 	if units := cryoUnitFiles(t, m); len(units) != 0 {
 		t.Errorf("units left armed after the refusal: %v", units)
 	}
-	mustCryo(t, 0, env, dir, "reload", "--dir", dir)
+	mustCryo(t, 0, env, dir, "reload", "--yes", "--dir", dir)
 	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	if !ran("v3") {
 		t.Error("after reload the accepted v3 did not run")

@@ -27,7 +27,7 @@ const (
 const exitHelp = `EXIT STATUS:
    0    done: hibernated, plan complete, nothing due, or a live session holds the lock
    1    refused or failed: validation refused to hibernate, the agent failed, a timer
-        could not be armed
+        could not be armed, reload found changes that need --yes
    2    usage or configuration error: bad flags, cryo.toml, a missing plan, not a chamber
    130  interrupted (Ctrl-C, SIGTERM)`
 

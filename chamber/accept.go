@@ -311,6 +311,11 @@ func (r *runner) hashProgram(p string) (string, error) {
 // cannot look at (a symlinked directory leading out) is kept, so that pinning it fails loudly.
 func (r *runner) commandFiles(cmd Command) []string {
 	var out []string
+	// A wrapper's program named without a path (`env mytool`) is found on the captured PATH,
+	// which may name a directory in the chamber (wrappers.go).
+	if p, err := program.Look(cmd.wrapped(), r.dir, r.capturedPath()); cmd.wrapped() != "" && err == nil && inside(r.dir, p) {
+		out = append(out, p)
+	}
 	for _, w := range cmd.Files() {
 		if !filepath.IsAbs(w) {
 			w = filepath.Join(r.dir, w)

@@ -2,7 +2,6 @@ package chamber
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -35,30 +34,22 @@ var interpreters = map[string]bool{
 	"perl": true, "php": true, "lua": true, "Rscript": true, "tclsh": true, "pwsh": true,
 }
 
-// Files lists the words of an interpreter in the operator's own lines (an agent command: the
-// agent line, an [agents.NAME] table with its args) that may name a file it runs or loads
-// (`python3 agent.py`, `node --require ./hook.js wrap.js`): every word after the program that
-// is not a flag or a placeholder, none after -c, -e or -m (inline code, a module). A plain step
-// a CMD chose has none: an interpreter the operator allowed runs what the agent gives it.
+// Files lists the words of the operator's own lines (an agent command: the agent line, an
+// [agents.NAME] table with its args) that may name a file it runs or loads: under any
+// wrappers (`env VAR=1`, `timeout 600`, `nice -n 5`, ...: wrappers.go), the program when it
+// is a path, and for an interpreter (`python3 agent.py`, `node --require ./hook.js wrap.js`)
+// every word after it that is not a flag or a placeholder, the command line of a shell's -c,
+// and the files of a Python -m module; none for other inline code (-e). A plain step a CMD
+// chose has none: an interpreter the operator allowed runs what the agent gives it.
 func (c Command) Files() []string {
 	if c.Agent == nil {
 		return nil
 	}
 	words := append(append([]string(nil), c.Agent.Command...), c.Agent.Args...)
-	if len(words) < 2 || !interpreters[strings.TrimRight(filepath.Base(words[0]), "0123456789.")] {
+	if len(words) < 2 {
 		return nil
 	}
-	var out []string
-	for _, w := range words[1:] {
-		switch {
-		case w == "-c" || w == "-e" || w == "-m" || w == "--eval" || w == "--command":
-			return out
-		case strings.HasPrefix(w, "-") || strings.Contains(w, "{"):
-		default:
-			out = append(out, w)
-		}
-	}
-	return out
+	return lineFiles(words, 0)
 }
 
 // SplitAgentCommand splits an agent line (`agent` in cryo.toml, `start --agent`) with the same

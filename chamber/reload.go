@@ -3,7 +3,6 @@ package chamber
 import (
 	"context"
 	"path/filepath"
-	"strings"
 
 	"github.com/cryochamber/cryochamber/validate"
 )
@@ -11,12 +10,14 @@ import (
 // ReloadOptions are the options of `cryochamber reload`.
 type ReloadOptions struct {
 	Dir string
+	Yes bool // accept changes to the configuration or the pinned programs (--yes)
 }
 
 // Reload accepts the chamber's current cryo.toml, the programs inside it and the environment,
 // after the operator changed them: it captures PATH, HOME, agent_env and the alert secrets
 // again, pins the configuration and the programs, and refreshes the armed timers. It runs no
-// session.
+// session. It first shows every changed key and pin; a change (other than timezone) is
+// accepted only with opts.Yes, and without it nothing at all is written.
 func Reload(ctx context.Context, env *Env, opts ReloadOptions) error {
 	r, done, err := open(ctx, env, opts.Dir, openOptions{command: "reload"})
 	if err != nil {
@@ -37,8 +38,42 @@ func Reload(ctx context.Context, env *Env, opts ReloadOptions) error {
 	if err != nil {
 		return &Error{Kind: Usage, Err: err, Hint: "fix cryo.toml; the accepted configuration stays in force meanwhile"}
 	}
-	changed := configDiff(r.cfg, cfg)
+	// What would change, shown before anything is written: the agent can edit cryo.toml and
+	// the programs in its chamber, so a change the operator did not make must be seen, and
+	// confirmed with --yes, before it is in force (configdiff.go).
+	changes := configChanges(r.cfg, cfg)
 	r.cfg = cfg
+	r.envLoaded, r.envVars = true, []string{"PATH=" + cleanPath(r.env.Getenv("PATH")).kept} // the PATH the programs are looked up on, not yet written
+	programs, err := r.hashPrograms()
+	if err != nil {
+		return err
+	}
+	var oldPrograms map[string]string
+	if p := r.pin(); p != nil {
+		oldPrograms = p.Programs
+	}
+	progChanges := programChanges(oldPrograms, programs)
+	confirm := len(progChanges) > 0
+	if len(changes) > 0 {
+		r.printf("cryo.toml changes:")
+		for _, c := range changes {
+			r.printf("  %s", c)
+			confirm = confirm || c.needsYes()
+		}
+	}
+	if len(progChanges) > 0 {
+		r.printf("programs whose pin changes:")
+		for _, c := range progChanges {
+			r.printf("  %s", c)
+		}
+	}
+	for _, w := range r.agentLineWarnings(r.agentLine()) {
+		r.warnf("%s", w)
+	}
+	if confirm && !opts.Yes {
+		return failErr("read the changes above; if you made them: cryochamber reload --yes --dir "+r.dir,
+			"reload refused: the changes above need your confirmation (the agent can edit cryo.toml and the programs in its chamber); nothing was accepted")
+	}
 	missing, err := r.captureEnv()
 	if err != nil {
 		return err
@@ -53,8 +88,8 @@ func Reload(ctx context.Context, env *Env, opts ReloadOptions) error {
 		return &Error{Msg: "cannot record the accepted configuration", Err: err}
 	}
 	r.st.ConfigSeen = ""
-	if len(changed) > 0 {
-		r.printf("accepted cryo.toml (changed: %s), the programs in the chamber and the environment (PATH, HOME, agent_env)", strings.Join(changed, ", "))
+	if len(changes) > 0 || len(progChanges) > 0 {
+		r.printf("accepted cryo.toml (%d changes), the programs in the chamber (%d pins changed) and the environment (PATH, HOME, agent_env)", len(changes), len(progChanges))
 	} else {
 		r.printf("accepted cryo.toml, the programs in the chamber and the environment (PATH, HOME, agent_env)")
 	}

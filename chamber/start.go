@@ -148,6 +148,9 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 	for _, k := range missing {
 		r.warnf("agent_env names %s, which is not set in this environment: the agent will not get it", k)
 	}
+	for _, w := range r.agentLineWarnings(agentLine) { // python -m without -I/-P (wrappers.go)
+		r.warnf("%s", w)
+	}
 	// The cage every session runs in (sandbox.go): refused now, before anything is armed,
 	// rather than found broken at 3 a.m.
 	cage, err := r.sessionCage(ctx, cmd, r.agentEnv(), true)
@@ -202,6 +205,7 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 	if err := r.accept(raw); err != nil {
 		return &Error{Msg: "cannot record the accepted configuration", Err: err}
 	}
+	r.recordCLIConfig() // what later sessions' CLI configuration is compared with (cliconfig.go)
 	if err := register(env.Registry, dir); err != nil {
 		r.warnf("cannot record the chamber for `cryochamber ps`: %v", err)
 	}
@@ -241,7 +245,11 @@ func (r *runner) prepareFiles() error {
 // captureEnv writes the environment file (PATH, HOME, XDG_STATE_HOME and agent_env) and the
 // alert secrets, both 0600 in the private state directory.
 func (r *runner) captureEnv() (missing []string, err error) {
-	vars := []string{"PATH=" + r.env.Getenv("PATH"), "HOME=" + r.env.Getenv("HOME")}
+	path := cleanPath(r.env.Getenv("PATH")) // only absolute entries (pathclean.go)
+	if w := path.warning(); w != "" {
+		r.warnf("%s", w)
+	}
+	vars := []string{"PATH=" + path.kept, "HOME=" + r.env.Getenv("HOME")}
 	if v, ok := lookupEnv(r.env.Environ, "XDG_STATE_HOME"); ok && v != "" {
 		// The timers must find the same private state as this command.
 		vars = append(vars, "XDG_STATE_HOME="+v)

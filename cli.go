@@ -153,6 +153,7 @@ Then: status, log, send "a message", pause/resume, history, ps.
 			syncCommand(env), completionCommand(env), manCommand(env), webCommand(env),
 		},
 	}
+	addExamples(app.Commands) // help CMD ends with the command's examples (cmd_examples.go)
 	for _, c := range app.Commands {
 		c.OnUsageError = app.OnUsageError
 		c.HideHelpCommand = true

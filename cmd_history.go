@@ -16,11 +16,7 @@ func historyCommand(env *chamber.Env) *cli.Command {
 		Description: `history reads an index kept in the chamber's private state directory (one line per
 session, one file per year), never the whole log. --since and --until take a date
 ("2026-03-01", "today", "yesterday": a whole day, so --until 2026-03-31 includes 31 March),
-a time ("2026-03-01 09:00", WAKE's grammar) or a past time ("-3d", "-12h": before now).
-
-EXAMPLES:
-   cryochamber history --dir ~/plans/x --since 2026-03-01 --until 2026-03-31
-   cryochamber history --since -7d --json`,
+a time ("2026-03-01 09:00", WAKE's grammar) or a past time ("-3d", "-12h": before now).`,
 		Flags: []cli.Flag{dirFlag(), jsonFlag(),
 			&cli.StringFlag{Name: "since", Usage: "only sessions started at or after `TIME`"},
 			&cli.StringFlag{Name: "until", Usage: "only sessions started at or before `TIME`"},

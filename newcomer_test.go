@@ -20,3 +20,28 @@ func TestHistoryRangeWords(t *testing.T) {
 		t.Errorf("--since +0d: exit %d, want 2, a reason, and no hint suggesting +0d:\n%s", code, stderr)
 	}
 }
+
+func TestManPage(t *testing.T) {
+	code, out, stderr := runCLI(t, "man")
+	if code != 0 {
+		t.Fatalf("man: exit %d: %s", code, stderr)
+	}
+	// make install puts it in man1: it must say section 1.
+	if !strings.Contains(out, ".TH cryochamber 1") {
+		t.Errorf("the man page does not call itself section 1:\n%s", out[:min(len(out), 200)])
+	}
+	for _, want := range []string{"[CRYO:EXIT 0]", "[CRYO:WAKE 2026-03-08T09:00]", "[CRYO:CMD opencode", ".SH EXAMPLES", "cryochamber history --dir ~/plans/x --since 2026-03-01 --until 2026-03-31"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the man page lacks %q", want)
+		}
+	}
+}
+
+func TestHelpHasExamples(t *testing.T) {
+	for _, cmd := range []string{"init", "start", "status", "history", "send", "pause", "cancel", "ps", "sync", "web"} {
+		code, out, _ := runCLI(t, "help", cmd)
+		if code != 0 || !strings.Contains(out, "EXAMPLES:") || !strings.Contains(out, "cryochamber "+cmd) {
+			t.Errorf("help %s: exit %d, no examples:\n%s", cmd, code, out)
+		}
+	}
+}

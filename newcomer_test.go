@@ -1,6 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -44,4 +49,47 @@ func TestHelpHasExamples(t *testing.T) {
 			t.Errorf("help %s: exit %d, no examples:\n%s", cmd, code, out)
 		}
 	}
+}
+
+// start names what a missing secret is for: the sync channel's IMAP password is not an alert's.
+func TestStartNamesWhatTheSecretIsFor(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, stderr := runCLI(t, "init", dir); code != 0 {
+		t.Fatal(stderr)
+	}
+	toml := `[channels.email]
+to = ["me@example.com"]
+imap_host = "imap.example.com"
+imap_username = "me@example.com"
+password_env = "CRYO_TEST_IMAP_PASSWORD"
+
+[email]
+host = "smtp.example.com"
+from = "cryo@example.com"
+`
+	if err := os.WriteFile(filepath.Join(dir, "cryo.toml"), []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Unsetenv("CRYO_TEST_IMAP_PASSWORD")
+	code, stderr := runBinary(t, "start", "--force", "--dir", dir)
+	if code != exitUsage || !strings.Contains(stderr, "CRYO_TEST_IMAP_PASSWORD") {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	if strings.Contains(stderr, "alert delivery") || !strings.Contains(stderr, "channels.email") {
+		t.Errorf("start misnames what the password is for:\n%s", stderr)
+	}
+}
+
+// runBinary runs the built binary (start refuses to arm timers for a test binary).
+func runBinary(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var errb bytes.Buffer
+	cmd := exec.Command(binPath, args...)
+	cmd.Stderr = &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode(), errb.String()
 }

@@ -267,7 +267,7 @@ func (r *runner) captureEnv() (missing []string, err error) {
 		v, ok := lookupEnv(r.env.Environ, k)
 		if !ok || v == "" {
 			return nil, usageErr(fmt.Sprintf("export %s before `cryochamber start` (it is captured, mode 0600, outside the chamber, and never given to the agent)", k),
-				"cryo.toml names %s for alert delivery, but it is not set", k)
+				"cryo.toml names %s (%s), but it is not set", k, r.cfg.secretPurpose(k))
 		}
 		secrets = append(secrets, k+"="+v)
 	}

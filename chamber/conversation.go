@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sort"
 
 	"github.com/cryochamber/cryochamber/internal/confined"
 	"github.com/cryochamber/cryochamber/message"
@@ -45,7 +44,7 @@ func Conversation(ctx context.Context, env *Env, dir string, perBox int) ([]Rece
 				Session: m.Session, InReplyTo: m.InReplyTo, Delivery: m.Delivery, Body: m.Body})
 		}
 	}
-	sort.SliceStable(list, func(i, j int) bool { return list[i].Time.Before(list[j].Time) })
+	SortConversation(list)
 	return list, nil
 }
 

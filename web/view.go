@@ -8,7 +8,6 @@ import (
 	"html/template"
 	"net/http"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -223,10 +222,11 @@ const maxMessages = 100
 // history` have every session.
 const maxHistory = 50
 
-// conversation orders the outbox oldest first, as a conversation reads.
+// conversation orders the messages oldest first, as a conversation reads (a reply after its
+// question even in the same second: chamber.SortConversation).
 func conversation(msgs []chamber.ReceivedMessage) []chamber.ReceivedMessage {
 	out := append([]chamber.ReceivedMessage(nil), msgs...)
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
+	chamber.SortConversation(out)
 	return out
 }
 

@@ -150,6 +150,7 @@ type chamberRow struct {
 	Paused        *time.Time
 	PausedUntil   *time.Time
 	RetryingSince *time.Time
+	LastAlert     *chamber.AlertRecord // the latest alert, delivered or not (the alerts column)
 }
 
 // chamberID names a chamber in the dashboard's URLs: the ID of its units, from its path.
@@ -172,6 +173,7 @@ func newRow(r chamber.PsRow, st *chamber.StatusInfo, err error) chamberRow {
 	c.Session, c.NextReason, c.Undelivered, c.Inbox = st.Session, string(st.NextReason), st.Undelivered, st.Inbox
 	c.Todos, c.Warnings = len(st.Todos), st.Warnings
 	c.Paused, c.PausedUntil, c.RetryingSince = st.Paused, st.PausedUntil, st.RetryingSince
+	c.LastAlert = st.LastAlert
 	if c.State == "" || c.State == "missing" {
 		c.State = st.State
 	}

@@ -46,7 +46,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		notFound = true
 		fmt.Fprintf(stderr, "cryochamber: unknown command %q\nhint: run `cryochamber help` to see the commands\n", name)
 	}
-	err := app.RunContext(ctx, interspersed(app, args))
+	err := app.RunContext(ctx, interspersed(app, dirBeforeCommand(app, args)))
 	if notFound && err == nil {
 		return exitUsage
 	}
@@ -136,6 +136,8 @@ Start with:
    $EDITOR ~/plans/x/plan.md
    cryochamber start ~/plans/x/plan.md
 Then: status, log, send "a message", pause/resume, history, ps.
+The chamber is the current directory, or --dir DIR (-C DIR, also before the command:
+cryochamber -C ~/plans/x status), or $CRYO_DIR.
 
 ` + exitHelp,
 		EnableBashCompletion: true,
@@ -228,7 +230,12 @@ func oneArg(c *cli.Context, what, usage string) (string, error) {
 // noArgs refuses arguments for a command that takes none.
 func noArgs(c *cli.Context) error {
 	if c.NArg() > 0 {
-		return &usageError{fmt.Sprintf("%s takes no arguments, got %q", c.Command.Name, strings.Join(c.Args().Slice(), " ")), "see `cryochamber " + c.Command.Name + " --help`"}
+		hint := "see `cryochamber " + c.Command.Name + " --help`"
+		if c.NArg() == 1 && takesDir(c.Command) {
+			// `status DIR`: the chamber goes with --dir.
+			hint = "the chamber is given with --dir (or -C): cryochamber " + c.Command.Name + " --dir " + c.Args().First()
+		}
+		return &usageError{fmt.Sprintf("%s takes no arguments, got %q", c.Command.Name, strings.Join(c.Args().Slice(), " ")), hint}
 	}
 	return nil
 }

@@ -212,7 +212,7 @@ func (r *PsRow) classify(ctx context.Context, env *Env, be timer.Backend, hasUni
 		cancel()
 		if err != nil || !ok {
 			r.State = "orphaned"
-			r.Problem = "the state says armed but the OS has no wake timer for it (run `cryochamber status` there)"
+			r.Problem = "the state says armed but the OS has no wake timer for it (run `cryochamber status --dir " + r.Dir + "`)"
 		}
 	case PhasePaused:
 		r.NextWake = st.PausedUntil

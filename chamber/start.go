@@ -131,6 +131,12 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 	}
 
 	agentLine := cfg.Agent
+	if opts.Agent == "" && st.Agent != "" {
+		// The --agent of the last start stays this chamber's agent (a cancel or a completed plan
+		// does not forget it); another --agent replaces it.
+		opts.Agent = st.Agent
+		r.printf("note: running the agent given at the last start (--agent %s); --agent replaces it", st.Agent)
+	}
 	if opts.Agent != "" {
 		agentLine = opts.Agent
 	}

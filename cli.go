@@ -46,6 +46,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		notFound = true
 		fmt.Fprintf(stderr, "cryochamber: unknown command %q\nhint: run `cryochamber help` to see the commands\n", name)
 	}
+	if completeWords(app, args, stdout) { // the shell completion scripts ask (cli_complete.go)
+		return exitOK
+	}
 	err := app.RunContext(ctx, interspersed(app, dirBeforeCommand(app, args)))
 	if notFound && err == nil {
 		return exitUsage

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -92,4 +93,48 @@ func runBinary(t *testing.T, args ...string) (int, string) {
 		t.Fatal(err)
 	}
 	return cmd.ProcessState.ExitCode(), errb.String()
+}
+
+// The bash completion script, sourced in a real bash, completes flags and completion's shells.
+func TestBashCompletion(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	complete := func(words ...string) string {
+		t.Helper()
+		script := `source <(cryochamber completion bash)
+COMP_WORDS=(` + strings.Join(words, " ") + `)
+COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+_cryochamber_complete
+echo "${COMPREPLY[*]}"`
+		cmd := exec.Command(bash, "-c", script)
+		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(binPath)+":"+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", words, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	for _, c := range []struct {
+		words []string
+		want  []string
+	}{
+		{[]string{"cryochamber", "status", "--"}, []string{"--dir", "--json", "--lines"}},
+		{[]string{"cryochamber", "status", "--j"}, []string{"--json"}},
+		{[]string{"cryochamber", "history", "--s"}, []string{"--since"}},
+		{[]string{"cryochamber", "completion", "''"}, []string{"bash", "zsh", "fish"}},
+		{[]string{"cryochamber", "st"}, []string{"start", "status"}},
+		{[]string{"cryochamber", "-C", "x", "pause", "--u"}, []string{"--until"}},
+	} {
+		got := strings.Fields(complete(c.words...))
+		for _, w := range c.want {
+			if !slices.Contains(got, w) {
+				t.Errorf("%v<TAB>: %v, want %s among them", c.words, got, w)
+			}
+		}
+		if c.words[len(c.words)-1] == "--j" && len(got) != 1 {
+			t.Errorf("%v<TAB>: %v, want only --json", c.words, got)
+		}
+	}
 }

@@ -138,3 +138,28 @@ echo "${COMPREPLY[*]}"`
 		}
 	}
 }
+
+// make demo ends with a command to read the whole log: it must work when pasted in the shell
+// that ran the demo, also where the demo started its own user manager with its own HOME.
+func TestDemoLastHint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the demo takes a minute")
+	}
+	root, _ := os.Getwd()
+	cmd := exec.Command("sh", filepath.Join(root, "scripts", "demo.sh"))
+	cmd.Env = append(os.Environ(), "CRYOCHAMBER="+binPath, "TMPDIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	last := lines[len(lines)-1]
+	hint, ok := strings.CutPrefix(last, "demo: the whole log: ")
+	if !ok {
+		t.Fatalf("the demo's last line is %q", last)
+	}
+	got, err := exec.Command("sh", "-c", hint).CombinedOutput()
+	if err != nil || !strings.Contains(string(got), "--- CRYO END 3") {
+		t.Errorf("the demo's last hint %q: %v\n%s", hint, err, got)
+	}
+}

@@ -57,7 +57,9 @@ func Pause(ctx context.Context, env *Env, opts PauseOptions) error {
 	switch r.st.Phase {
 	case PhaseArmed:
 	case PhasePaused:
-		return failErr("cryochamber resume --dir "+r.dir, "the chamber is already paused (since %s)", fmtTime(r.st.Paused))
+		// As cancel twice: what was asked is already so.
+		r.printf("%s is already paused (since %s)%s; `cryochamber resume --dir %s` resumes it", r.dir, fmtTime(r.st.Paused), untilText(r.st.PausedUntil), r.dir)
+		return nil
 	default:
 		return failErr("`cryochamber start --dir "+r.dir+"` starts it again", "the chamber is %s: there is nothing to pause", r.st.Phase)
 	}

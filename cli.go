@@ -44,7 +44,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	notFound := false
 	app.CommandNotFound = func(c *cli.Context, name string) {
 		notFound = true
-		fmt.Fprintf(stderr, "cryochamber: unknown command %q\nhint: run `cryochamber help` to see the commands\n", name)
+		fmt.Fprintf(stderr, "cryochamber: unknown command %q\nhint: %s\n", name, didYouMean(c.App, name))
 	}
 	if completeWords(app, args, stdout) { // the shell completion scripts ask (cli_complete.go)
 		return exitOK
@@ -118,6 +118,11 @@ func dirFlag() cli.Flag {
 
 func jsonFlag() cli.Flag { return &cli.BoolFlag{Name: "json", Usage: "print one JSON object"} }
 
+// jsonArrayFlag is --json of the commands that list rows (history, ps, receive).
+func jsonArrayFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "json", Usage: "print a JSON array, one object per row ([] for none)"}
+}
+
 func newApp(env *chamber.Env) *cli.App {
 	app := &cli.App{
 		Name:    "cryochamber",
@@ -156,6 +161,7 @@ cryochamber -C ~/plans/x status), or $CRYO_DIR.
 			historyCommand(env), sendCommand(env), receiveCommand(env), pauseCommand(env), resumeCommand(env),
 			cancelCommand(env), reloadCommand(env), validateCommand(env), psCommand(env), fallbackCommand(env),
 			syncCommand(env), completionCommand(env), manCommand(env), webCommand(env),
+			versionCommand(env), // issue 24's additions: cmd_version.go
 		},
 	}
 	addExamples(app.Commands) // help CMD ends with the command's examples (cmd_examples.go)

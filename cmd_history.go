@@ -17,7 +17,7 @@ func historyCommand(env *chamber.Env) *cli.Command {
 session, one file per year), never the whole log. --since and --until take a date
 ("2026-03-01", "today", "yesterday": a whole day, so --until 2026-03-31 includes 31 March),
 a time ("2026-03-01 09:00", WAKE's grammar) or a past time ("-3d", "-12h": before now).`,
-		Flags: []cli.Flag{dirFlag(), jsonFlag(),
+		Flags: []cli.Flag{dirFlag(), jsonArrayFlag(),
 			&cli.StringFlag{Name: "since", Usage: "only sessions started at or after `TIME`"},
 			&cli.StringFlag{Name: "until", Usage: "only sessions started at or before `TIME`"},
 		},

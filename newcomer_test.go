@@ -163,3 +163,40 @@ func TestDemoLastHint(t *testing.T) {
 		t.Errorf("the demo's last hint %q: %v\n%s", hint, err, got)
 	}
 }
+
+func TestVersionAndDidYouMean(t *testing.T) {
+	code, out, _ := runCLI(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "cryochamber version ") {
+		t.Errorf("version: exit %d %q", code, out)
+	}
+	code, _, stderr := runCLI(t, "stauts")
+	if code != exitUsage || !strings.Contains(stderr, `cryochamber: unknown command "stauts"`) || !strings.Contains(stderr, "hint: did you mean `cryochamber status`?") {
+		t.Errorf("a misspelt command: exit %d\n%s", code, stderr)
+	}
+}
+
+// --json says what it prints: history, ps and receive print an array; status one object, whose
+// state and phase are told apart.
+func TestJSONFlagSaysWhatItPrints(t *testing.T) {
+	for cmd, want := range map[string]string{"history": "a JSON array", "ps": "a JSON array", "receive": "a JSON array", "status": "one JSON object", "validate": "one JSON object"} {
+		_, out, _ := runCLI(t, "help", cmd)
+		if !strings.Contains(out, want) {
+			t.Errorf("help %s: --json does not say %q:\n%s", cmd, want, out)
+		}
+	}
+	_, out, _ := runCLI(t, "help", "status")
+	if !strings.Contains(out, "state") || !strings.Contains(out, "phase") {
+		t.Errorf("help status does not tell state from phase:\n%s", out)
+	}
+}
+
+func TestTemplateHasSlowRetry(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, stderr := runCLI(t, "init", dir); code != 0 {
+		t.Fatal(stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cryo.toml"))
+	if err != nil || !strings.Contains(string(b), `# slow_retry = "6h"`) {
+		t.Errorf("the cryo.toml template lacks slow_retry: %v\n%s", err, b)
+	}
+}

@@ -161,7 +161,7 @@ cryochamber -C ~/plans/x status), or $CRYO_DIR.
 			historyCommand(env), sendCommand(env), receiveCommand(env), pauseCommand(env), resumeCommand(env),
 			cancelCommand(env), reloadCommand(env), validateCommand(env), psCommand(env), fallbackCommand(env),
 			syncCommand(env), completionCommand(env), manCommand(env), webCommand(env),
-			versionCommand(env), // issue 24's additions: cmd_version.go
+			versionCommand(env), todoCommand(env), forgetCommand(env), // issue 24: cmd_version.go, cmd_todo.go
 		},
 	}
 	addExamples(app.Commands) // help CMD ends with the command's examples (cmd_examples.go)

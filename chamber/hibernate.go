@@ -22,6 +22,12 @@ func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outco
 	r.lastMarkers = m
 	rep := validate.New(r.out)
 	rep.Session = n
+	if len(m.Errors) == 0 {
+		// TODO-DONE markers first: a TODO the agent finished no longer decides the next wake.
+		if err := r.doneTodos(n, m.TodosDone); err != nil {
+			r.warnf("cannot record the TODO-DONE markers: %v", err)
+		}
+	}
 	v := r.judge(rep, m, validAt, r.st.Reason)
 	if rep.Failed() {
 		return r.refuse(ctx, n, rep, o)

@@ -49,7 +49,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if completeWords(app, args, stdout) { // the shell completion scripts ask (cli_complete.go)
 		return exitOK
 	}
-	err := app.RunContext(ctx, interspersed(app, dirBeforeCommand(app, args)))
+	err := app.RunContext(ctx, interspersedSub(app, interspersed(app, dirBeforeCommand(app, args))))
 	if notFound && err == nil {
 		return exitUsage
 	}
@@ -137,7 +137,7 @@ The agent ends each session with markers on standard output:
    [CRYO:WAKE 2026-03-08T09:00]       (or +2h, +1d; no WAKE = the plan is complete)
    [CRYO:CMD opencode "next task"]    (what to run next; default: the same)
    [CRYO:PLAN note for later]  [CRYO:FALLBACK email me@example.com "did not run"]
-   [CRYO:REPLY "answer"]  [CRYO:TODO +3d "extra task"]
+   [CRYO:REPLY "answer"]  [CRYO:TODO +3d "extra task"]  [CRYO:TODO-DONE s3-1]
 
 Start with:
    cryochamber init ~/plans/x          (the agent is opencode; --agent claude, or agent in cryo.toml)

@@ -38,6 +38,11 @@ func completeWords(app *cli.App, args []string, stdout io.Writer) bool {
 		}
 		return true
 	}
+	if len(cmd.Subcommands) > 0 && len(words) > 1 {
+		if sc := cmd.Command(words[1]); sc != nil {
+			cmd, words = sc, words[1:] // todo done --<TAB>: the subcommand's flags
+		}
+	}
 	cur := ""
 	if len(words) > 1 {
 		cur = words[len(words)-1]
@@ -61,6 +66,11 @@ func completeWords(app *cli.App, args []string, stdout io.Writer) bool {
 	}
 	if cmd.Name == "completion" {
 		fmt.Fprintln(stdout, "bash\nzsh\nfish")
+	}
+	if len(words) == 1 {
+		for _, sc := range cmd.Subcommands {
+			fmt.Fprintln(stdout, sc.Name) // todo <TAB>: list, done, remove
+		}
 	}
 	return true
 }

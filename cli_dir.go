@@ -27,12 +27,41 @@ func dirBeforeCommand(app *cli.App, args []string) []string {
 		return args
 	}
 	cmd := app.Command(rest[0])
-	if cmd == nil || !takesDir(cmd) {
+	if cmd == nil {
+		return args
+	}
+	if len(rest) > 1 {
+		// A command with subcommands (todo list): the flag goes after the subcommand.
+		if sc := cmd.Command(rest[1]); sc != nil && takesDir(sc) {
+			out := []string{args[0], rest[0], rest[1]}
+			out = append(out, flag...)
+			return append(out, rest[2:]...)
+		}
+	}
+	if !takesDir(cmd) {
 		return args
 	}
 	out := []string{args[0], rest[0]}
 	out = append(out, flag...)
 	return append(out, rest[1:]...)
+}
+
+// interspersedSub is interspersed for a subcommand (`todo done ID --dir DIR`): its flags that
+// come after its arguments are moved in front of them.
+func interspersedSub(app *cli.App, args []string) []string {
+	if len(args) < 3 {
+		return args
+	}
+	cmd := app.Command(args[1])
+	if cmd == nil || len(cmd.Subcommands) == 0 {
+		return args
+	}
+	sc := cmd.Command(args[2])
+	if sc == nil {
+		return args
+	}
+	moved := interspersed(&cli.App{Commands: []*cli.Command{sc}}, append([]string{args[0]}, args[2:]...))
+	return append([]string{args[0], args[1]}, moved[1:]...)
 }
 
 // takesDir reports whether the command has the --dir flag.

@@ -36,7 +36,7 @@ func TestManPage(t *testing.T) {
 	if !strings.Contains(out, ".TH cryochamber 1") {
 		t.Errorf("the man page does not call itself section 1:\n%s", out[:min(len(out), 200)])
 	}
-	for _, want := range []string{"[CRYO:EXIT 0]", "[CRYO:WAKE 2026-03-08T09:00]", "[CRYO:CMD opencode", ".SH EXAMPLES", "cryochamber history --dir ~/plans/x --since 2026-03-01 --until 2026-03-31"} {
+	for _, want := range []string{"[CRYO:EXIT 0]", "[CRYO:WAKE 2026-03-08T09:00]", "[CRYO:CMD opencode", "[CRYO:TODO-DONE s3-1]", ".SH EXAMPLES", "cryochamber history --dir ~/plans/x --since 2026-03-01 --until 2026-03-31"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the man page lacks %q", want)
 		}
@@ -126,6 +126,8 @@ echo "${COMPREPLY[*]}"`
 		{[]string{"cryochamber", "completion", "''"}, []string{"bash", "zsh", "fish"}},
 		{[]string{"cryochamber", "st"}, []string{"start", "status"}},
 		{[]string{"cryochamber", "-C", "x", "pause", "--u"}, []string{"--until"}},
+		{[]string{"cryochamber", "todo", "''"}, []string{"list", "done", "remove"}},
+		{[]string{"cryochamber", "todo", "list", "--j"}, []string{"--json"}},
 	} {
 		got := strings.Fields(complete(c.words...))
 		for _, w := range c.want {

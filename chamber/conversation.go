@@ -119,7 +119,7 @@ func (r *runner) requestWake(ctx context.Context) error {
 		return &Error{Msg: "the wake request could not be recorded", Err: err}
 	}
 	if err := r.withBackend(ctx, func(be timer.Backend) error { return be.RunNow(ctx, r.id) }); err != nil {
-		return &Error{Msg: "the chamber cannot be woken", Err: err, Hint: "it runs at its next wake; `cryochamber status` shows when"}
+		return &Error{Msg: "the chamber cannot be woken", Err: err, Hint: "it runs at its next wake; `cryochamber status --dir " + r.dir + "` shows when"}
 	}
 	return nil
 }

@@ -225,7 +225,7 @@ func stateWord(st *State) string {
 func (r *runner) upcoming() []Upcoming {
 	out := []Upcoming{}
 	st := r.st
-	if st.Phase == PhaseArmed && st.Wake != nil {
+	if (st.Phase == PhaseArmed || st.Phase == PhasePaused) && st.Wake != nil {
 		kind, what := "wake", "the plan's wake"
 		switch st.Reason {
 		case WhyRetry:
@@ -234,6 +234,9 @@ func (r *runner) upcoming() []Upcoming {
 			kind, what = "todo", "a TODO"
 		case WhyInbox, WhyRequested:
 			what = "a waiting message or request"
+		}
+		if st.Phase == PhasePaused {
+			what += ", kept: it runs after the pause"
 		}
 		if kind != "todo" {
 			out = append(out, Upcoming{Kind: kind, At: *st.Wake, What: what})

@@ -71,6 +71,7 @@ from = "cryo@example.com"
 	if err := os.WriteFile(filepath.Join(dir, "cryo.toml"), []byte(toml), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv("CRYO_TEST_IMAP_PASSWORD", "") // restored after the test
 	os.Unsetenv("CRYO_TEST_IMAP_PASSWORD")
 	code, stderr := runBinary(t, "start", "--force", "--dir", dir)
 	if code != exitUsage || !strings.Contains(stderr, "CRYO_TEST_IMAP_PASSWORD") {

@@ -44,9 +44,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	notFound := false
 	app.CommandNotFound = func(c *cli.Context, name string) {
 		notFound = true
-		fmt.Fprintf(stderr, "cryochamber: unknown command %q\nhint: run `cryochamber help` to see the commands\n", name)
+		fmt.Fprintf(stderr, "cryochamber: unknown command %q\nhint: %s\n", name, didYouMean(c.App, name))
 	}
-	err := app.RunContext(ctx, interspersed(app, args))
+	if completeWords(app, args, stdout) { // the shell completion scripts ask (cli_complete.go)
+		return exitOK
+	}
+	err := app.RunContext(ctx, interspersedSub(app, interspersed(app, dirBeforeCommand(app, args))))
 	if notFound && err == nil {
 		return exitUsage
 	}
@@ -115,6 +118,11 @@ func dirFlag() cli.Flag {
 
 func jsonFlag() cli.Flag { return &cli.BoolFlag{Name: "json", Usage: "print one JSON object"} }
 
+// jsonArrayFlag is --json of the commands that list rows (history, ps, receive).
+func jsonArrayFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "json", Usage: "print a JSON array, one object per row ([] for none)"}
+}
+
 func newApp(env *chamber.Env) *cli.App {
 	app := &cli.App{
 		Name:    "cryochamber",
@@ -129,13 +137,15 @@ The agent ends each session with markers on standard output:
    [CRYO:WAKE 2026-03-08T09:00]       (or +2h, +1d; no WAKE = the plan is complete)
    [CRYO:CMD opencode "next task"]    (what to run next; default: the same)
    [CRYO:PLAN note for later]  [CRYO:FALLBACK email me@example.com "did not run"]
-   [CRYO:REPLY "answer"]  [CRYO:TODO +3d "extra task"]
+   [CRYO:REPLY "answer"]  [CRYO:TODO +3d "extra task"]  [CRYO:TODO-DONE s3-1]
 
 Start with:
    cryochamber init ~/plans/x          (the agent is opencode; --agent claude, or agent in cryo.toml)
    $EDITOR ~/plans/x/plan.md
    cryochamber start ~/plans/x/plan.md
 Then: status, log, send "a message", pause/resume, history, ps.
+The chamber is the current directory, or --dir DIR (-C DIR, also before the command:
+cryochamber -C ~/plans/x status), or $CRYO_DIR.
 
 ` + exitHelp,
 		EnableBashCompletion: true,
@@ -151,8 +161,10 @@ Then: status, log, send "a message", pause/resume, history, ps.
 			historyCommand(env), sendCommand(env), receiveCommand(env), pauseCommand(env), resumeCommand(env),
 			cancelCommand(env), reloadCommand(env), validateCommand(env), psCommand(env), fallbackCommand(env),
 			syncCommand(env), completionCommand(env), manCommand(env), webCommand(env),
+			versionCommand(env), todoCommand(env), forgetCommand(env), // issue 24: cmd_version.go, cmd_todo.go
 		},
 	}
+	addExamples(app.Commands) // help CMD ends with the command's examples (cmd_examples.go)
 	for _, c := range app.Commands {
 		c.OnUsageError = app.OnUsageError
 		c.HideHelpCommand = true
@@ -227,7 +239,12 @@ func oneArg(c *cli.Context, what, usage string) (string, error) {
 // noArgs refuses arguments for a command that takes none.
 func noArgs(c *cli.Context) error {
 	if c.NArg() > 0 {
-		return &usageError{fmt.Sprintf("%s takes no arguments, got %q", c.Command.Name, strings.Join(c.Args().Slice(), " ")), "see `cryochamber " + c.Command.Name + " --help`"}
+		hint := "see `cryochamber " + c.Command.Name + " --help`"
+		if c.NArg() == 1 && takesDir(c.Command) {
+			// `status DIR`: the chamber goes with --dir.
+			hint = "the chamber is given with --dir (or -C): cryochamber " + c.Command.Name + " --dir " + c.Args().First()
+		}
+		return &usageError{fmt.Sprintf("%s takes no arguments, got %q", c.Command.Name, strings.Join(c.Args().Slice(), " ")), hint}
 	}
 	return nil
 }

@@ -70,10 +70,10 @@ func completionCommand(env *chamber.Env) *cli.Command {
 func manCommand(env *chamber.Env) *cli.Command {
 	return &cli.Command{
 		Name:   "man",
-		Usage:  "print the manual page (roff), as make install installs it",
+		Usage:  "print the manual page (roff, section 1), as make install installs it",
 		Hidden: true,
 		Action: func(c *cli.Context) error {
-			s, err := c.App.ToMan()
+			s, err := manPage(c.App)
 			if err != nil {
 				return err
 			}

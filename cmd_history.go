@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -13,9 +14,10 @@ func historyCommand(env *chamber.Env) *cli.Command {
 		Name:  "history",
 		Usage: "one row per finished session: when it was due, how late it ran, how long, how it ended, what it answered",
 		Description: `history reads an index kept in the chamber's private state directory (one line per
-session, one file per year), never the whole log. --since and --until take WAKE's time
-grammar ("2026-03-01", "2026-03-01 00:00", "-30d" is not a thing: use a date).`,
-		Flags: []cli.Flag{dirFlag(), jsonFlag(),
+session, one file per year), never the whole log. --since and --until take a date
+("2026-03-01", "today", "yesterday": a whole day, so --until 2026-03-31 includes 31 March),
+a time ("2026-03-01 09:00", WAKE's grammar) or a past time ("-3d", "-12h": before now).`,
+		Flags: []cli.Flag{dirFlag(), jsonArrayFlag(),
 			&cli.StringFlag{Name: "since", Usage: "only sessions started at or after `TIME`"},
 			&cli.StringFlag{Name: "until", Usage: "only sessions started at or before `TIME`"},
 		},
@@ -30,9 +32,9 @@ grammar ("2026-03-01", "2026-03-01 00:00", "-30d" is not a thing: use a date).`,
 				t    *time.Time
 			}{{"since", &since}, {"until", &until}} {
 				if v := c.String(f.name); v != "" {
-					t, err := parseDay(v, loc, env.Now())
+					t, err := chamber.ParseHistoryBound(v, loc, env.Now(), f.name == "until")
 					if err != nil {
-						return &usageError{"--" + f.name + " " + err.Error(), `give a date or time: "2026-03-01", "2026-03-01 09:00", "+0d"`}
+						return &usageError{fmt.Sprintf("--%s %q %v", f.name, v, err), chamber.HistoryRangeHint}
 					}
 					*f.t = t
 				}
@@ -44,12 +46,4 @@ grammar ("2026-03-01", "2026-03-01 00:00", "-30d" is not a thing: use a date).`,
 			return chamber.WriteHistory(env.Stdout, rows, c.Bool("json"), loc)
 		},
 	}
-}
-
-// parseDay reads a date ("2026-03-01", midnight in loc) or any WAKE time.
-func parseDay(s string, loc *time.Location, now time.Time) (time.Time, error) {
-	if t, err := time.ParseInLocation("2006-01-02", s, loc); err == nil {
-		return t, nil
-	}
-	return chamber.ParseWhen(s, loc, now)
 }

@@ -10,7 +10,7 @@ func receiveCommand(env *chamber.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "receive",
 		Usage: "print the outbox messages not printed before (replies, notices, alerts) and mark them read",
-		Flags: []cli.Flag{dirFlag(), jsonFlag(), &cli.BoolFlag{Name: "all", Usage: "also print what was printed before"}},
+		Flags: []cli.Flag{dirFlag(), jsonArrayFlag(), &cli.BoolFlag{Name: "all", Usage: "also print what was printed before"}},
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c); err != nil {
 				return err

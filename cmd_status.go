@@ -10,7 +10,11 @@ func statusCommand(env *chamber.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "status",
 		Usage: "show the plan, state, every upcoming wake, the last result, the timers as the OS reports them, and the latest block",
-		Description: `It also names the sandbox sessions run in ("sandbox": "bubblewrap", "sandbox-exec" or "off" in
+		Description: `--json prints one JSON object. Its "state" is the one word ps and the dashboard show
+(armed, running, paused, retrying, complete, failed, cancelled, missing); its "phase" is the
+state machine's own (armed, running, paused, complete, failed, cancelled): a chamber retrying
+a failed session is in phase armed, in state retrying.
+It also names the sandbox sessions run in ("sandbox": "bubblewrap", "sandbox-exec" or "off" in
 --json) and warns every time while [sandbox] mode is "off".`,
 		Flags: []cli.Flag{dirFlag(), jsonFlag(), &cli.IntFlag{Name: "lines", Value: 10, Usage: "lines of the latest block to show"}},
 		Action: func(c *cli.Context) error {

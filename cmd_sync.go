@@ -43,11 +43,11 @@ Secrets (token_env, password_env) come from the environment; --install captures 
 0600, outside the chamber, for the syncs the timer runs. The agent never sees them.
 
    cryochamber sync              sync once now
-   cryochamber sync --install    arm the sync timer (every poll_interval, first sync now)
-   cryochamber sync --remove     remove the sync timer and the captured secrets
+   cryochamber sync --install    arm the sync timer (every poll_interval; start arms it too)
+   cryochamber sync --remove     remove the sync timer and the captured secrets (cancel does too)
    cryochamber sync --status     each channel's last sync and its error`,
 		Flags: []cli.Flag{dirFlag(), jsonFlag(),
-			&cli.BoolFlag{Name: "install", Usage: "arm the sync timer: a sync now, then every poll_interval"},
+			&cli.BoolFlag{Name: "install", Usage: "arm the sync timer (every poll_interval) and capture the secrets; start and reload arm it too"},
 			&cli.BoolFlag{Name: "remove", Usage: "remove the sync timer"},
 			&cli.BoolFlag{Name: "status", Usage: "print each channel's last sync (with --json: one JSON object)"},
 		},
@@ -365,7 +365,7 @@ func (s *syncRun) install(ctx context.Context, cfg *chamber.Config) error {
 	if err := p.ArmPoll(ctx, tc, every, []string{bin, "sync", "--dir", s.dir}); err != nil {
 		return &chamber.Error{Msg: "cannot arm the sync timer", Err: err}
 	}
-	fmt.Fprintf(s.env.Stdout, "sync timer armed: every %v; the first sync runs now (`cryochamber sync --status --dir %s` shows how it went)\n", every, s.dir)
+	fmt.Fprintf(s.env.Stdout, "sync timer armed: every %v (`cryochamber sync --dir %s` syncs now; `sync --status` shows how the last one went)\n", every, s.dir)
 	for _, w := range be.Warnings(ctx) {
 		fmt.Fprintf(s.env.Stderr, "cryochamber: warning: %s\n", w)
 	}

@@ -40,6 +40,7 @@ README).
    cryochamber web --install    let the user manager listen and start the server at the
                                 first visit; it exits after --idle without visits
    cryochamber web --url        print the URL (with the token) of the installed dashboard
+                                (its --listen address, recorded at --install)
    cryochamber web --uninstall  remove what --install installed
 
 It listens on 127.0.0.1 and on a Unix socket (0600). Every request needs the token kept in
@@ -70,7 +71,8 @@ the X-Cryo-Token header, and changes are only made by POST with that header.`,
 				return &usageError{"--install, --uninstall and --url go one at a time", "see `cryochamber web --help`"}
 			}
 			opts := webOptions{Listen: c.String("listen"), Socket: c.String("socket"), Install: c.Bool("install"),
-				Uninstall: c.Bool("uninstall"), URL: c.Bool("url"), Backend: c.String("backend"), StateDir: c.String("state-dir")}
+				Uninstall: c.Bool("uninstall"), URL: c.Bool("url"), Backend: c.String("backend"), StateDir: c.String("state-dir"),
+				ListenSet: c.IsSet("listen")}
 			if c.IsSet("idle") {
 				d := c.Duration("idle")
 				if d <= 0 {
@@ -90,6 +92,7 @@ type webOptions struct {
 	Install   bool
 	Uninstall bool
 	URL       bool
+	ListenSet bool // --listen given: --url prints it rather than the installed address
 	Backend   string
 	StateDir  string
 }
@@ -103,6 +106,11 @@ func runWeb(ctx context.Context, env *chamber.Env, opts webOptions) error {
 	}
 	if env.StateDir == "" {
 		return &usageError{"no state directory: neither XDG_STATE_HOME nor HOME is set", "set HOME, or pass --state-dir"}
+	}
+	if opts.URL && !opts.ListenSet {
+		if addr := installedWebListen(env.StateDir); addr != "" {
+			opts.Listen = addr
+		}
 	}
 	ap, err := timer.CheckWebListen(opts.Listen)
 	if err != nil {
@@ -313,6 +321,9 @@ func installWeb(ctx context.Context, env *chamber.Env, opts webOptions, addr, so
 		hint := "is another program listening on " + addr + "? choose another port with --listen 127.0.0.1:PORT"
 		return &chamber.Error{Msg: "cannot install the dashboard", Err: err, Hint: hint}
 	}
+	if err := recordWebListen(env.StateDir, addr); err != nil {
+		fmt.Fprintf(env.Stderr, "cryochamber: warning: cannot record the address for `web --url`: %v\n", err)
+	}
 	how := "systemctl --user status " + timer.WebSocketUnit
 	if be.Name() == "launchd" {
 		how = "launchctl print gui/" + fmt.Sprint(os.Getuid()) + "/" + timer.WebLabel
@@ -333,6 +344,9 @@ func uninstallWeb(ctx context.Context, env *chamber.Env, opts webOptions) error 
 	defer be.Close()
 	if err := timer.UninstallWeb(ctx, be); err != nil {
 		return &chamber.Error{Msg: "cannot remove the dashboard", Err: err}
+	}
+	if err := forgetWebListen(env.StateDir); err != nil {
+		fmt.Fprintf(env.Stderr, "cryochamber: warning: %v\n", err)
 	}
 	fmt.Fprintln(env.Stdout, "removed the on-demand dashboard")
 	return nil

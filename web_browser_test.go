@@ -251,11 +251,15 @@ func TestWebBrowser(t *testing.T) {
 	scancel()
 	until("the chamber page", `document.body.dataset.page === 'chamber' && document.getElementById('send-text') !== null`, 30*time.Second)
 	eval(`window.__sameDocument = true`)
+	// A short message box, so that the conversation scrolls (CSSOM: the CSP allows no inline style),
+	// scrolled to its oldest message: after Send it must show the newest.
+	eval(`document.styleSheets[0].insertRule('.conversation { max-height: 40px !important; }', 0); document.getElementById('conversation').scrollTop = 0; true`)
 	step("send a message",
 		chromedp.SendKeys(chromedp.ID("send-text"), "ping-browser: anything new upstream?"),
 		chromedp.Click(chromedp.CSS(`#send button[type=submit]`)))
 	until("the send is acknowledged", `document.getElementById('notice').textContent.includes('woke the chamber')`, 30*time.Second)
 	until("the reply appears", `document.getElementById('conversation').textContent.includes('pong for ping-browser')`, 90*time.Second)
+	until("the message box shows the newest message", `(c => c.scrollHeight > c.clientHeight && c.scrollTop + c.clientHeight >= c.scrollHeight - 4)(document.getElementById('conversation'))`, 10*time.Second)
 	if eval(`window.__sameDocument === true && document.getElementById('send-text').value === ''`) != true {
 		t.Error("the page reloaded (or kept the sent text) instead of updating in place")
 	}

@@ -4,8 +4,9 @@
 // group with a timeout while its output streams to the caller.
 //
 // It never decides what happens after a session (markers, retries, timers belong to the chamber),
-// never runs anything through a shell, and never reads the environment, $HOME or the wall clock:
-// the caller passes the environment, paths and the current time in.
+// never runs anything through a shell, and never reads the environment or $HOME: the caller
+// passes the environment, paths and the current time in. It reads the clock only to measure how
+// long a session ran and to bound the wait for a process group to end, never to decide a time.
 package agent
 
 import (

@@ -109,7 +109,7 @@ func Cancel(ctx context.Context, env *Env, opts CancelOptions) error {
 		r.warnf("cannot remove the captured channel secrets: %v", err)
 	}
 	if n := r.undelivered(); n > 0 {
-		r.warnf("%d alert(s) are still undelivered; they are retried by the next command on this chamber (`cryochamber status` lists them)", n)
+		r.warnf("%d alert(s) are still undelivered; they are retried by the next command on this chamber (`cryochamber status --dir %s` lists them)", n, dir)
 	}
 	if r.fs == nil {
 		// The chamber itself is gone: `ps` need not list it any more.

@@ -13,7 +13,9 @@
 // Every command is one short process. The lock holder is the only writer of the state and of
 // cryo.log; every state change is an atomic file replacement, and the order of operations in a
 // wake (docs/DESIGN.md) makes a kill -9 at any point recoverable by the next command. This
-// package never reads the clock, the environment or $HOME itself: Env carries them in.
+// package never reads the environment or $HOME itself, nor the clock for any time it decides
+// or records: Env carries them in. (It measures only the bounded wait for a lock with the
+// process's clock.)
 package chamber
 
 import (

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sort"
 
 	"github.com/cryochamber/cryochamber/internal/confined"
 	"github.com/cryochamber/cryochamber/message"
@@ -45,7 +44,7 @@ func Conversation(ctx context.Context, env *Env, dir string, perBox int) ([]Rece
 				Session: m.Session, InReplyTo: m.InReplyTo, Delivery: m.Delivery, Body: m.Body})
 		}
 	}
-	sort.SliceStable(list, func(i, j int) bool { return list[i].Time.Before(list[j].Time) })
+	SortConversation(list)
 	return list, nil
 }
 
@@ -120,7 +119,7 @@ func (r *runner) requestWake(ctx context.Context) error {
 		return &Error{Msg: "the wake request could not be recorded", Err: err}
 	}
 	if err := r.withBackend(ctx, func(be timer.Backend) error { return be.RunNow(ctx, r.id) }); err != nil {
-		return &Error{Msg: "the chamber cannot be woken", Err: err, Hint: "it runs at its next wake; `cryochamber status` shows when"}
+		return &Error{Msg: "the chamber cannot be woken", Err: err, Hint: "it runs at its next wake; `cryochamber status --dir " + r.dir + "` shows when"}
 	}
 	return nil
 }

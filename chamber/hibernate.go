@@ -22,6 +22,12 @@ func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outco
 	r.lastMarkers = m
 	rep := validate.New(r.out)
 	rep.Session = n
+	if len(m.Errors) == 0 {
+		// TODO-DONE markers first: a TODO the agent finished no longer decides the next wake.
+		if err := r.doneTodos(n, m.TodosDone); err != nil {
+			r.warnf("cannot record the TODO-DONE markers: %v", err)
+		}
+	}
 	v := r.judge(rep, m, validAt, r.st.Reason)
 	if rep.Failed() {
 		return r.refuse(ctx, n, rep, o)
@@ -288,7 +294,7 @@ func (r *runner) refuse(ctx context.Context, n int, rep *validate.Report, o outc
 		return err
 	}
 	return &Error{Msg: fmt.Sprintf("refused to hibernate after session %d: %s", n, strings.Join(rep.Errors, "; ")),
-		Hint: "fix the cause, then run `cryochamber start` again (see `cryochamber validate` and `cryochamber log`)"}
+		Hint: fmt.Sprintf("fix the cause, then run `cryochamber start --dir %s` again (see `cryochamber validate --dir %s` and `cryochamber log --dir %s`)", r.dir, r.dir, r.dir)}
 }
 
 // retry handles a session that failed without a valid answer: re-armed at +5m, +15m, +60m;
@@ -362,7 +368,7 @@ func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) 
 	if slow {
 		msg = fmt.Sprintf("session %d failed (%s); the fast retries are used up: retrying every %s, next at %s", n, o.reason, fmtDur(r.cfg.SlowRetry.D), t.Format(time.RFC3339))
 	}
-	return &Error{Msg: msg, Hint: "see `cryochamber log --session " + fmt.Sprint(n) + "`"}
+	return &Error{Msg: msg, Hint: fmt.Sprintf("see `cryochamber log --dir %s --session %d`", r.dir, n)}
 }
 
 // saveLast is the last save of a session's end. A cancel that landed after the checks above

@@ -73,6 +73,11 @@ func Init(env *Env, opts InitOptions, out io.Writer) error {
 		}
 	}
 	fmt.Fprintf(out, "created  %s/\n", filepath.Join(dir, "messages"))
+	if st, err := LoadState(env.StateDir, dir); err == nil && (st.Phase.Active() || st.Phase == PhasePaused) {
+		// A chamber already running its plan: "write the plan, then start" would be refused.
+		fmt.Fprintf(out, "\nthis chamber is already active (%s, session %d): every session reads plan.md as it is;\nafter editing cryo.toml run: cryochamber reload --dir %s\n", st.Phase, st.Session, dir)
+		return nil
+	}
 	fmt.Fprintf(out, "\nnext: write the plan in %s, then run:\n  cryochamber start %s\n", filepath.Join(dir, DefaultPlan), filepath.Join(dir, DefaultPlan))
 	fmt.Fprintf(out, "\nThe agent is %q unless cryo.toml says otherwise (agent = \"claude\", \"codex\", or any command),\nor start it with --agent: cryochamber start --agent claude %s\n", DefaultAgent, filepath.Join(dir, DefaultPlan))
 	return nil

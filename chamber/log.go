@@ -31,9 +31,9 @@ func PrintLog(ctx context.Context, env *Env, opts LogOptions) error {
 	err = sessionlog.Copy(ctx, r.logPath(), env.Stdout, sessionlog.CopyOptions{Session: opts.Session, Follow: opts.Follow, Numbers: opts.Numbers})
 	switch {
 	case errors.Is(err, sessionlog.ErrNotFound):
-		return usageErr("`cryochamber status` shows the latest session number", "session %d is not in cryo.log", opts.Session)
+		return usageErr("`cryochamber status --dir "+dir+"` shows the latest session number", "session %d is not in cryo.log", opts.Session)
 	case errors.Is(err, sessionlog.ErrNoBlocks):
-		return failErr("the first session is written by `cryochamber start`", "cryo.log has no session yet")
+		return failErr("the first session is written by `cryochamber start --dir "+dir+"`", "cryo.log has no session yet")
 	case err != nil:
 		return &Error{Msg: fmt.Sprintf("cannot read %s/%s", dir, LogFile), Err: err}
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/cryochamber/cryochamber/internal/atomicfile"
@@ -287,29 +286,9 @@ func (r *runner) withBackend(ctx context.Context, fn func(timer.Backend) error) 
 	return err
 }
 
-// transientBusError reports the errors seen when the user bus drops a connection or restarts
-// ("connection closed by user", "read: EOF", a broken pipe), or when the manager goes away
-// under a connection kept across a session (its re-exec or restart: NoReply "Remote peer
-// disconnected", ServiceUnknown, NameHasNoOwner), as opposed to a refusal.
-func transientBusError(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, timer.ErrUnavailable) || errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed) {
-		return true
-	}
-	s := err.Error()
-	for _, frag := range []string{"connection closed", "EOF", "broken pipe", "connection reset", "use of closed",
-		// godbus's dbus.Error says its message, or its name when it has none.
-		"org.freedesktop.DBus.Error.NoReply", "Remote peer disconnected", "disconnected from message bus",
-		"org.freedesktop.DBus.Error.ServiceUnknown", "was not provided by any .service files",
-		"org.freedesktop.DBus.Error.NameHasNoOwner", "Could not get owner of name"} {
-		if strings.Contains(s, frag) {
-			return true
-		}
-	}
-	return false
-}
+// transientBusError reports an error after which a new connection may succeed (a bus that
+// dropped or restarted, a manager that went away): the timer package tells them by type.
+func transientBusError(err error) bool { return timer.IsTransient(err) }
 
 // removeStale removes the temporary files a writer left when its process died between
 // creating and renaming them. Only the lock holder calls it.

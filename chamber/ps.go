@@ -95,8 +95,12 @@ type PsRow struct {
 	NextWake *time.Time `json:"next_wake"`
 	LastExit *int       `json:"last_exit"`
 	Summary  string     `json:"last_summary,omitempty"`
-	Units    []string   `json:"timers"`
-	Problem  string     `json:"problem,omitempty"`
+	// Why the last session failed (no-exit, crashed, timeout, invalid, refused), where
+	// cryochamber, not the agent, gave it its exit code.
+	LastReason  string     `json:"last_reason,omitempty"`
+	PausedUntil *time.Time `json:"paused_until,omitempty"`
+	Units       []string   `json:"timers"`
+	Problem     string     `json:"problem,omitempty"`
 	// While the fast retries are used up: since when, and how often (slow_retry).
 	RetryingSince *time.Time `json:"retrying_since,omitempty"`
 	SlowRetry     string     `json:"slow_retry,omitempty"`
@@ -193,6 +197,7 @@ func (r *PsRow) classify(ctx context.Context, env *Env, be timer.Backend, hasUni
 		e := st.Last.Exit
 		r.LastExit = &e
 		r.Summary = st.Last.Summary
+		r.LastReason = st.Last.Reason
 	}
 	r.State = stateWord(st)
 	if st.RetryingSince != nil {
@@ -212,10 +217,10 @@ func (r *PsRow) classify(ctx context.Context, env *Env, be timer.Backend, hasUni
 		cancel()
 		if err != nil || !ok {
 			r.State = "orphaned"
-			r.Problem = "the state says armed but the OS has no wake timer for it (run `cryochamber status` there)"
+			r.Problem = "the state says armed but the OS has no wake timer for it (run `cryochamber status --dir " + r.Dir + "`)"
 		}
 	case PhasePaused:
-		r.NextWake = st.PausedUntil
+		r.PausedUntil = st.PausedUntil // NEXT WAKE stays empty: nothing wakes it before the resume
 	}
 	if !exists(r.Dir) {
 		r.State = "missing"
@@ -275,7 +280,10 @@ func WritePs(w io.Writer, rows []PsRow, asJSON bool, now time.Time) error {
 			next = When(*r.NextWake, time.UTC, now)
 		}
 		last := "-"
-		if r.LastExit != nil {
+		switch {
+		case r.LastReason != "":
+			last = r.LastReason // the agent printed no valid EXIT: its failure, not a made-up code
+		case r.LastExit != nil:
 			last = fmt.Sprintf("EXIT %d", *r.LastExit)
 		}
 		state := r.State
@@ -284,6 +292,8 @@ func WritePs(w io.Writer, rows []PsRow, asJSON bool, now time.Time) error {
 			state = fmt.Sprintf("running (session %d, %s)", r.Session, strings.TrimSuffix(Relative(*r.Since, now), " ago"))
 		case r.RetryingSince != nil && r.State == "retrying":
 			state = fmt.Sprintf("retrying every %s since %s", r.SlowRetry, When(*r.RetryingSince, time.UTC, now))
+		case r.State == "paused" && r.PausedUntil != nil:
+			state = "paused until " + When(*r.PausedUntil, time.UTC, now)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", state, r.Session, next, last, termtext.Line(r.Dir))
 	}

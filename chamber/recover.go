@@ -40,7 +40,7 @@ func (r *runner) recover(ctx context.Context) (bool, error) {
 	}
 	if err != nil && !errors.Is(err, sessionlog.ErrNoBlocks) {
 		return true, &Error{Msg: "cannot read cryo.log to recover session " + fmt.Sprint(n), Err: err,
-			Hint: "check that cryo.log is readable; `cryochamber status` shows the state"}
+			Hint: "check that cryo.log is readable; `cryochamber status --dir " + r.dir + "` shows the state"}
 	}
 	due := r.now()
 	if r.st.Wake != nil {
@@ -53,7 +53,7 @@ func (r *runner) recover(ctx context.Context) (bool, error) {
 	}
 	if info.Session > n {
 		return true, &Error{Msg: fmt.Sprintf("cryo.log holds session %d but the state says session %d: they disagree", info.Session, n),
-			Hint: "inspect cryo.log; `cryochamber cancel` then `start` begins again with the next number"}
+			Hint: "inspect cryo.log; `cryochamber cancel --dir " + r.dir + "` then `start` begins again with the next number"}
 	}
 	m, err := r.markersOf(info, cb)
 	if err != nil {

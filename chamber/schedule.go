@@ -57,9 +57,11 @@ func Pause(ctx context.Context, env *Env, opts PauseOptions) error {
 	switch r.st.Phase {
 	case PhaseArmed:
 	case PhasePaused:
-		return failErr("cryochamber resume --dir "+r.dir, "the chamber is already paused (since %s)", fmtTime(r.st.Paused))
+		// As cancel twice: what was asked is already so.
+		r.printf("%s is already paused (since %s)%s; `cryochamber resume --dir %s` resumes it", r.dir, fmtTime(r.st.Paused), untilText(r.st.PausedUntil), r.dir)
+		return nil
 	default:
-		return failErr("`cryochamber start` starts it again", "the chamber is %s: there is nothing to pause", r.st.Phase)
+		return failErr("`cryochamber start --dir "+r.dir+"` starts it again", "the chamber is %s: there is nothing to pause", r.st.Phase)
 	}
 	var until *time.Time
 	if opts.Until != "" {
@@ -194,7 +196,7 @@ func (r *runner) moveWake(ctx context.Context, t time.Time, raw string) error {
 	switch r.st.Phase {
 	case PhaseArmed, PhasePaused:
 	default:
-		return failErr("`cryochamber start` starts it again", "the chamber is %s: it has no wake to move", r.st.Phase)
+		return failErr("`cryochamber start --dir "+r.dir+"` starts it again", "the chamber is %s: it has no wake to move", r.st.Phase)
 	}
 	if t.Before(now.Add(-r.cfg.LateGrace.D)) {
 		return usageErr("give a time in the future", "--at %s is in the past by more than late_grace (%s)", t.Format(time.RFC3339), r.cfg.LateGrace.D)

@@ -131,6 +131,12 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 	}
 
 	agentLine := cfg.Agent
+	if opts.Agent == "" && st.Agent != "" {
+		// The --agent of the last start stays this chamber's agent (a cancel or a completed plan
+		// does not forget it); another --agent replaces it.
+		opts.Agent = st.Agent
+		r.printf("note: running the agent given at the last start (--agent %s); --agent replaces it", st.Agent)
+	}
 	if opts.Agent != "" {
 		agentLine = opts.Agent
 	}
@@ -282,7 +288,7 @@ func (r *runner) captureEnv() (missing []string, err error) {
 		v, ok := lookupEnv(r.env.Environ, k)
 		if !ok || v == "" {
 			return nil, usageErr(fmt.Sprintf("export %s before `cryochamber start` (it is captured, mode 0600, outside the chamber, and never given to the agent)", k),
-				"cryo.toml names %s for alert delivery, but it is not set", k)
+				"cryo.toml names %s (%s), but it is not set", k, r.cfg.secretPurpose(k))
 		}
 		secrets = append(secrets, k+"="+v)
 	}

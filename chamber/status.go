@@ -45,6 +45,7 @@ type StatusInfo struct {
 	Upcoming      []Upcoming           `json:"upcoming"`
 	Paused        *time.Time           `json:"paused"`
 	PausedUntil   *time.Time           `json:"paused_until"`
+	KeptWake      *time.Time           `json:"kept_wake,omitempty"` // while paused: the wake kept for after the pause
 	RetryingSince *time.Time           `json:"retrying_since"`
 	SlowRetry     string               `json:"slow_retry,omitempty"`
 	Command       string               `json:"command"`
@@ -55,7 +56,7 @@ type StatusInfo struct {
 	Backend       string               `json:"backend"`
 	Timers        []TimerInfo          `json:"timers"`
 	TimerError    string               `json:"timer_error,omitempty"`
-	Watcher       string               `json:"inbox_watcher"` // on, off, missing, stopped, unknown
+	Watcher       string               `json:"inbox_watcher"` // on, off, paused, missing, stopped, unknown
 	Holder        *HolderInfo          `json:"lock_holder"`
 	Fallbacks     []string             `json:"fallbacks"`
 	LastAlert     *AlertRecord         `json:"last_alert"`
@@ -123,6 +124,9 @@ func Status(ctx context.Context, env *Env, opts StatusOptions) (*StatusInfo, err
 	if st.Phase == PhaseArmed && st.Wake != nil {
 		s.NextWake = st.Wake
 		s.NextRelative = Relative(*st.Wake, now)
+	}
+	if st.Phase == PhasePaused {
+		s.KeptWake = st.Wake
 	}
 	if r.fs == nil {
 		s.State = "missing"
@@ -213,8 +217,8 @@ func stateWord(st *State) string {
 	switch {
 	case st.Phase == PhaseRunning:
 		return "running"
-	case st.Phase == PhaseArmed && st.RetryingSince != nil:
-		return "retrying"
+	case st.Phase == PhaseArmed && (st.RetryingSince != nil || st.Reason == WhyRetry):
+		return "retrying" // the fast retries (armed for a retry) and the slow ones
 	case st.Phase == PhaseArmed:
 		return "armed"
 	}
@@ -225,7 +229,7 @@ func stateWord(st *State) string {
 func (r *runner) upcoming() []Upcoming {
 	out := []Upcoming{}
 	st := r.st
-	if st.Phase == PhaseArmed && st.Wake != nil {
+	if (st.Phase == PhaseArmed || st.Phase == PhasePaused) && st.Wake != nil {
 		kind, what := "wake", "the plan's wake"
 		switch st.Reason {
 		case WhyRetry:
@@ -235,6 +239,9 @@ func (r *runner) upcoming() []Upcoming {
 		case WhyInbox, WhyRequested:
 			what = "a waiting message or request"
 		}
+		if st.Phase == PhasePaused {
+			what += ", kept: it runs after the pause"
+		}
 		if kind != "todo" {
 			out = append(out, Upcoming{Kind: kind, At: *st.Wake, What: what})
 		}
@@ -243,7 +250,8 @@ func (r *runner) upcoming() []Upcoming {
 		out = append(out, Upcoming{Kind: "wake", At: *st.PlanWake, What: "the plan's wake"})
 	}
 	for _, t := range r.loadTodos().Items {
-		if t.Status == "pending" {
+		// A stopped chamber (complete, failed, cancelled) runs no TODO: none is upcoming.
+		if t.Status == "pending" && (st.Phase.Active() || st.Phase == PhasePaused) {
 			out = append(out, Upcoming{Kind: "todo", At: t.At, What: t.Text})
 		}
 	}
@@ -357,6 +365,10 @@ func (s *StatusInfo) timers(ctx context.Context, r *runner) {
 			}
 		}
 		switch {
+		case r.st.Phase == PhasePaused && s.Watcher == "missing":
+			s.Watcher = "paused" // pause removes it; resume installs it again: not a fault
+		case !r.st.Phase.Active() && s.Watcher == "missing":
+			s.Watcher = "off" // a stopped chamber watches nothing
 		case !r.st.Phase.Active():
 		case s.Watcher == "missing":
 			s.Warnings = append(s.Warnings, "the inbox watcher is not installed: messages wait for the next wake (the next wake installs it again)")
@@ -408,6 +420,9 @@ func (s *StatusInfo) WriteText(w io.Writer, loc *time.Location, now time.Time) {
 			until = "until " + When(*s.PausedUntil, loc, now)
 		}
 		p("paused", "since %s, %s", When(*s.Paused, loc, now), until)
+		if s.KeptWake != nil {
+			p("kept wake", "%s, runs after the pause (at its end if it fell due meanwhile)", When(*s.KeptWake, loc, now))
+		}
 	case s.NextWake != nil:
 		p("next wake", "%s, %s", When(*s.NextWake, loc, now), s.NextReason)
 	default:

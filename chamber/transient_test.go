@@ -18,7 +18,8 @@ func TestTransientBusError(t *testing.T) {
 	}{
 		{nil, false},
 		{io.EOF, true},
-		{fmt.Errorf("arm: %w", errors.New("dbus: connection closed by user")), true},
+		{fmt.Errorf("arm: %w", dbus.ErrClosed), true},
+		{errors.New("dbus: connection closed by user"), false}, // the words alone are not the error
 		{dbus.Error{Name: "org.freedesktop.DBus.Error.NoReply", Body: []any{"Message recipient disconnected from message bus without replying"}}, true},
 		{dbus.Error{Name: "org.freedesktop.DBus.Error.NoReply"}, true},
 		{dbus.Error{Name: "org.freedesktop.DBus.Error.ServiceUnknown", Body: []any{"The name org.freedesktop.systemd1 was not provided by any .service files"}}, true},

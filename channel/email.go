@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"html"
 	"io"
 	"mime"
 	"net"
@@ -569,55 +568,9 @@ func mailBody(raw []byte) string {
 	return cleanText(text, MaxBody) + "\n"
 }
 
-// dropQuotes removes every <blockquote> with all it holds, counting nested ones (a regexp
-// would stop at the first closing tag and leave the rest of the outer quote, often words the
-// agent wrote, as if the sender had written them). A quote never closed takes the rest.
-func dropQuotes(s string) string {
-	var b strings.Builder
-	depth, from := 0, 0
-	for _, m := range quoteTagRE().FindAllStringSubmatchIndex(s, -1) {
-		closing := m[3] > m[2]
-		switch {
-		case !closing && depth == 0:
-			b.WriteString(s[from:m[0]])
-			depth = 1
-		case !closing:
-			depth++
-		case depth > 0:
-			depth--
-			if depth == 0 {
-				from = m[1]
-			}
-		}
-	}
-	if depth == 0 {
-		b.WriteString(s[from:])
-	}
-	return b.String()
-}
-
 func errString(err error) string {
 	if err == nil {
 		return "no content"
 	}
 	return err.Error()
-}
-
-var (
-	htmlDropRE  = lazyRegexp(`(?is)<(script|style|head)\b.*?</(script|style|head)\s*>`)
-	quoteTagRE  = lazyRegexp(`(?i)<(/?)blockquote\b[^>]*>`)
-	htmlQuoteRE = lazyRegexp(`(?is)<div[^>]*class="[^"]*(gmail_quote|moz-cite-prefix)[^"]*".*`)
-	htmlBreakRE = lazyRegexp(`(?i)<br\s*/?>|</(p|div|li|tr|h[1-6])\s*>`)
-	htmlTagRE   = lazyRegexp(`(?s)<[^>]*>`)
-)
-
-// htmlToText is a rough reading of an HTML-only mail: the quoted history removed, tags dropped,
-// entities decoded. The agent needs the words, not the layout.
-func htmlToText(s string) string {
-	s = htmlQuoteRE().ReplaceAllString(s, "")
-	s = htmlDropRE().ReplaceAllString(s, "")
-	s = dropQuotes(s)
-	s = htmlBreakRE().ReplaceAllString(s, "\n")
-	s = htmlTagRE().ReplaceAllString(s, "")
-	return html.UnescapeString(s)
 }

@@ -2,8 +2,9 @@
 // POST to a webhook (net/http).
 //
 // It never decides whether to alert, whom to alert or when: the chamber's lifecycle does that,
-// writes every alert to messages/outbox/ first, and calls SendEmail or PostWebhook once per
-// target. This package does not import the chamber, never reads the clock, the process
+// records every alert in the private state directory first (for redelivery), calls SendEmail or
+// PostWebhook once per target, and then copies the alert, with how each delivery went, to
+// messages/outbox/. This package does not import the chamber, never reads the clock, the process
 // environment or $HOME (the environment a password command sees is passed in), and never
 // retries an email: a failed delivery is the caller's to log and keep.
 //

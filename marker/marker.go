@@ -45,6 +45,7 @@ type Result struct {
 	Fallbacks []Fallback // every distinct FALLBACK, in order of first appearance
 	Replies   []Reply
 	Todos     []Todo
+	TodosDone []TodoDone // [CRYO:TODO-DONE <id>], in order
 	// Errors are the problems that must refuse hibernation. They and Warnings are sorted by line.
 	Errors []*ParseError
 	// Warnings are reported but do not refuse: unknown keywords, and invalid EXIT, WAKE or CMD
@@ -99,6 +100,12 @@ type Todo struct {
 	Line int
 }
 
+// TodoDone is [CRYO:TODO-DONE <id>]: the pending TODO with that ID is done.
+type TodoDone struct {
+	ID   string
+	Line int
+}
+
 // The keywords whose last marker wins.
 const (
 	kExit = iota
@@ -125,6 +132,7 @@ type Parser struct {
 	seenFB    map[Fallback]bool // keys have Line 0
 	replies   []Reply
 	todos     []Todo
+	todosDone []TodoDone
 	over      map[string]bool // keywords whose count limit has been reported
 
 	errs, warns capped
@@ -238,14 +246,18 @@ const (
 )
 
 var keywords = map[string]closeMode{
-	"EXIT":     closeFirst,
-	"WAKE":     closeFirst,
-	"CMD":      closeShell,
-	"PLAN":     closeNested,
-	"FALLBACK": closeQuoted,
-	"REPLY":    closeQuoted,
-	"TODO":     closeQuoted,
+	"EXIT":      closeFirst,
+	"WAKE":      closeFirst,
+	"CMD":       closeShell,
+	"PLAN":      closeNested,
+	"FALLBACK":  closeQuoted,
+	"REPLY":     closeQuoted,
+	"TODO":      closeQuoted,
+	"TODO-DONE": closeFirst,
 }
+
+// maxKeyword is the length of the longest keyword: a longer token is no keyword.
+const maxKeyword = len("TODO-DONE")
 
 // findClose returns the index of the ] that closes a marker whose text starts at s[i], or -1,
 // and whether the line ended inside a quote.
@@ -299,7 +311,7 @@ func (p *Parser) marker(n int, s string, start int) int {
 	token := s[kwStart:i]
 	kw := ""
 	mode, known := closeFirst, false
-	if len(token) <= len("FALLBACK") {
+	if len(token) <= maxKeyword {
 		kw = strings.ToUpper(token)
 		mode, known = keywords[kw]
 	}
@@ -324,7 +336,7 @@ func (p *Parser) marker(n int, s string, start int) int {
 	if !known {
 		msg := "marker without a keyword ignored"
 		if token != "" {
-			msg = fmt.Sprintf("unknown marker keyword %s ignored (want EXIT, WAKE, CMD, PLAN, FALLBACK, REPLY or TODO)", quote(token))
+			msg = fmt.Sprintf("unknown marker keyword %s ignored (want EXIT, WAKE, CMD, PLAN, FALLBACK, REPLY, TODO or TODO-DONE)", quote(token))
 		}
 		p.warn(&ParseError{Line: n, Msg: msg})
 		return next
@@ -388,6 +400,13 @@ func (p *Parser) marker(n int, s string, start int) int {
 		}
 	case "TODO":
 		p.todoMarker(n, body)
+	case "TODO-DONE":
+		switch {
+		case !validTodoID(body):
+			p.err(lineErr(n, kw, subject(kw, body)+": not a TODO ID (want [CRYO:TODO-DONE s3-1], an id from todo.json)", nil))
+		case p.room(n, kw, len(p.todosDone), MaxTodos):
+			p.todosDone = append(p.todosDone, TodoDone{ID: body, Line: n})
+		}
 	}
 	return next
 }
@@ -641,6 +660,7 @@ func (p *Parser) Result() *Result {
 		Fallbacks: slices.Clone(p.fallbacks),
 		Replies:   slices.Clone(p.replies),
 		Todos:     slices.Clone(p.todos),
+		TodosDone: slices.Clone(p.todosDone),
 	}
 	if p.exit != nil {
 		e := *p.exit
@@ -689,4 +709,18 @@ func (p *Parser) Result() *Result {
 	byLine(r.Errors)
 	byLine(r.Warnings)
 	return r
+}
+
+// validTodoID reports whether s can be a TODO's ID (s3-1, s3-1-a2): letters, digits and
+// hyphens, at most 64 bytes, starting with a letter or digit.
+func validTodoID(s string) bool {
+	if s == "" || len(s) > 64 || s[0] == '-' {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -11,6 +11,7 @@ bin=${CRYOCHAMBER:-$root/bin/cryochamber}
 work=$(mktemp -d "${TMPDIR:-/tmp}/cryo-demo.XXXXXX")
 cp -R "$root/examples/demo" "$work/chamber"
 sd_pid=""
+own_home="" # set when the demo runs its own user manager with its own HOME
 cleanup() {
 	if [ -n "$sd_pid" ]; then
 		kill "$sd_pid" 2>/dev/null || true
@@ -24,6 +25,7 @@ if systemctl --user show-environment >/dev/null 2>&1; then
 elif [ "$(id -u)" = 0 ] && command -v unshare >/dev/null 2>&1 && [ -x /lib/systemd/systemd ]; then
 	echo "demo: no systemd user manager here; starting a private one (root, unshare)"
 	export HOME="$work/home" XDG_RUNTIME_DIR="$work/run"
+	own_home="HOME=$HOME "
 	unset XDG_CONFIG_HOME DBUS_SESSION_BUS_ADDRESS || true
 	mkdir -p "$HOME" && mkdir -m 700 "$XDG_RUNTIME_DIR"
 	unshare -m sh -c 'mount -t tmpfs tmpfs /run && mkdir -p /run/systemd/system && exec /lib/systemd/systemd --user' \
@@ -78,4 +80,6 @@ echo "== status =="
 echo
 left=$(ls "${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user" 2>/dev/null | grep -c '^cryo-' || true)
 echo "demo: plan complete after 3 sessions on real timers; cryo units left installed: $left"
-echo "demo: the whole log: $bin log --dir $work/chamber"
+# The chamber's state lives under the demo's HOME when it ran its own manager: the hint says so,
+# so that it works pasted in the shell that ran the demo.
+echo "demo: the whole log: $own_home$bin log --dir $work/chamber"

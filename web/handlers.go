@@ -546,8 +546,8 @@ func (b *startWriter) finish() {
 	}
 }
 
-// apiHistory is `cryochamber history --json [--since T] [--until T]`: a date ("2026-03-01",
-// midnight in the chamber's zone) or any WAKE time.
+// apiHistory is `cryochamber history --json [--since T] [--until T]`, read as history reads
+// them (chamber.ParseHistoryBound: a date is a whole day).
 func (s *Server) apiHistory(w http.ResponseWriter, r *http.Request) {
 	v, dir, ok := s.chamberFor(w, r)
 	if !ok {
@@ -563,9 +563,9 @@ func (s *Server) apiHistory(w http.ResponseWriter, r *http.Request) {
 		if q == "" {
 			continue
 		}
-		t, err := parseDay(q, v.location(r.Context(), dir), s.now())
+		t, err := chamber.ParseHistoryBound(q, v.location(r.Context(), dir), s.now(), f.name == "until")
 		if err != nil {
-			s.deny(w, r, http.StatusBadRequest, f.name+" "+err.Error(), `give a date or time: "2026-03-01", "2026-03-01 09:00"`)
+			s.deny(w, r, http.StatusBadRequest, f.name+" "+err.Error(), chamber.HistoryRangeHint)
 			return
 		}
 		*f.t = t
@@ -579,14 +579,6 @@ func (s *Server) apiHistory(w http.ResponseWriter, r *http.Request) {
 		rows = []chamber.HistoryRow{}
 	}
 	writeJSON(w, http.StatusOK, rows)
-}
-
-// parseDay reads a date ("2026-03-01", midnight in loc) or any WAKE time, as `history` does.
-func parseDay(q string, loc *time.Location, now time.Time) (time.Time, error) {
-	if t, err := time.ParseInLocation("2006-01-02", q, loc); err == nil {
-		return t, nil
-	}
-	return chamber.ParseWhen(q, loc, now)
 }
 
 // PauseRequest is the body of POST .../pause: the flag of `cryochamber pause`.

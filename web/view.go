@@ -8,7 +8,6 @@ import (
 	"html/template"
 	"net/http"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -151,6 +150,7 @@ type chamberRow struct {
 	Paused        *time.Time
 	PausedUntil   *time.Time
 	RetryingSince *time.Time
+	LastAlert     *chamber.AlertRecord // the latest alert, delivered or not (the alerts column)
 }
 
 // chamberID names a chamber in the dashboard's URLs: the ID of its units, from its path.
@@ -173,6 +173,7 @@ func newRow(r chamber.PsRow, st *chamber.StatusInfo, err error) chamberRow {
 	c.Session, c.NextReason, c.Undelivered, c.Inbox = st.Session, string(st.NextReason), st.Undelivered, st.Inbox
 	c.Todos, c.Warnings = len(st.Todos), st.Warnings
 	c.Paused, c.PausedUntil, c.RetryingSince = st.Paused, st.PausedUntil, st.RetryingSince
+	c.LastAlert = st.LastAlert
 	if c.State == "" || c.State == "missing" {
 		c.State = st.State
 	}
@@ -223,10 +224,11 @@ const maxMessages = 100
 // history` have every session.
 const maxHistory = 50
 
-// conversation orders the outbox oldest first, as a conversation reads.
+// conversation orders the messages oldest first, as a conversation reads (a reply after its
+// question even in the same second: chamber.SortConversation).
 func conversation(msgs []chamber.ReceivedMessage) []chamber.ReceivedMessage {
 	out := append([]chamber.ReceivedMessage(nil), msgs...)
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
+	chamber.SortConversation(out)
 	return out
 }
 

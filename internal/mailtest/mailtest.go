@@ -1,5 +1,5 @@
 // Package mailtest starts real mail servers for tests, on 127.0.0.1: Dovecot for IMAP and
-// Debian's aiosmtpd for SMTP (see /work/shared/TESTING.md for the recipes). Each server has its
+// Debian's aiosmtpd for SMTP (.ci/run installs both). Each server has its
 // own temporary directory and port, and is stopped by PID when the test ends.
 //
 // Where a server cannot run (the package is not installed, or Dovecot without root), the test

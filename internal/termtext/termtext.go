@@ -1,7 +1,8 @@
 // Package termtext makes text that an agent wrote (or that anyone could have put in a chamber)
 // safe to print on the operator's terminal: no escape sequence, no control character, no invalid
 // UTF-8 reaches it. It is the one sanitizer every command that prints such text uses (the session
-// log, status, receive, validate); it never interprets or shortens the text otherwise.
+// log, status, receive, validate); it never interprets the text. Line and Append never shorten
+// it; OneLine, for a mail header or a status line, bounds it to the runes it is asked for.
 package termtext
 
 import (

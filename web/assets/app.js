@@ -30,7 +30,7 @@
 
   // Reload the parts of the page marked data-region from the server, leaving the rest (what
   // is being typed, the live output) alone.
-  let busy = null, again = false;
+  let busy = null, again = false, toEnd = false;
   function refresh() {
     if (busy) { again = true; return; }
     busy = (async () => {
@@ -39,8 +39,14 @@
       const doc = new DOMParser().parseFromString(await r.text(), 'text/html');
       for (const el of document.querySelectorAll('[data-region]')) {
         const fresh = doc.getElementById(el.id);
-        if (fresh) el.replaceWith(document.importNode(fresh, true));
+        if (!fresh) continue;
+        // The conversation stays at its newest message when it was there (or after a Send).
+        const atEnd = el.id === 'conversation' && (toEnd || el.scrollTop + el.clientHeight >= el.scrollHeight - 4);
+        const node = document.importNode(fresh, true);
+        el.replaceWith(node);
+        if (atEnd) node.scrollTop = node.scrollHeight;
       }
+      toEnd = false;
     })().catch(() => {}).finally(() => {
       busy = null;
       if (again) { again = false; refresh(); }
@@ -101,9 +107,12 @@
       if (!text.trim()) return;
       act(form.querySelector('button[type=submit]'), api('send'),
         { text: text, wake: form.elements.wake.checked },
-        () => { form.elements.text.value = ''; });
+        () => { form.elements.text.value = ''; toEnd = true; });
     });
   }
+  // A conversation opens at its newest message, as a chat does.
+  const talk = document.getElementById('conversation');
+  if (talk) talk.scrollTop = talk.scrollHeight;
 
   // The live output of the latest block, as the log is followed.
   const live = document.getElementById('live');

@@ -46,6 +46,16 @@ type Config struct {
 	Webhook         *WebhookConfig        `toml:"webhook"`
 	Channels        *ChannelsConfig       `toml:"channels"` // config_channels.go
 
+	// Guardrails on the agent's schedule (guardrails.go).
+	MinInterval        Duration `toml:"min_interval"`
+	MaxSessionsPerDay  *int     `toml:"max_sessions_per_day"`
+	QuietHours         string   `toml:"quiet_hours"`
+	QuietHoursMessages string   `toml:"quiet_hours_messages"`
+	StopAfter          string   `toml:"stop_after"`
+	MaxSessions        *int     `toml:"max_sessions"`
+	Jitter             Duration `toml:"jitter"`
+	guard              guardConfig
+
 	// Location is Timezone loaded (the system zone when Timezone is empty).
 	Location *time.Location `toml:"-"`
 }
@@ -414,6 +424,9 @@ func (c *Config) check(name string, data []byte, local *time.Location) error {
 		if w.SecretEnv != "" && !validEnvName(w.SecretEnv) {
 			return bad("webhook", "secret_env", "%q is not a valid environment variable name", w.SecretEnv)
 		}
+	}
+	if err := c.checkGuardrails(name, data); err != nil {
+		return err
 	}
 	return c.checkChannels(name, data)
 }

@@ -40,6 +40,9 @@ type HistoryRow struct {
 	TodosAdd int       `json:"todos_added"`     //
 	Alert    string    `json:"alert,omitempty"` // the alert sent after it, if any
 	NextWake string    `json:"next_wake,omitempty"`
+	// Guardrail names the cryo.toml keys that moved or ended the wake after this session
+	// ("min_interval", "quiet_hours", ...; guardrails.go).
+	Guardrail string `json:"guardrail,omitempty"`
 }
 
 // historyFile is the index file of a year.
@@ -89,6 +92,7 @@ func (r *runner) recordHistory(n int, o outcome, m *marker.Result, stop string) 
 	if r.st.Phase == PhaseArmed && r.st.Wake != nil {
 		row.NextWake = r.st.Wake.UTC().Format(time.RFC3339)
 	}
+	row.Guardrail = r.guardKey
 	line, err := json.Marshal(row)
 	if err != nil {
 		return

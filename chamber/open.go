@@ -44,6 +44,8 @@ type runner struct {
 	dueAt       *time.Time     // when the session being finished was due
 	answered    int            // messages the session being finished claimed and answered
 	recorded    bool           // the session being finished has its history row
+	guardKey    string         // the guardrails that moved or ended the next wake (guardrails.go)
+	guardEnded  *choice        // a guardrail ended the plan (guardrails.go)
 	saved       []byte         // what the last save wrote (saveChanged compares with it)
 }
 

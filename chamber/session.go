@@ -71,6 +71,7 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 	r.st.Reason = why
 	r.why, r.dueAt = why, &due
 	r.st.Holder = &Holder{PID: r.env.PID, Session: n, Since: start.UTC().Truncate(time.Second), Command: "wake"}
+	r.countSession(start) // guardrails.go
 	// The claim is committed by saving the state (phase running, the claimed names); only then
 	// are the files moved, so a crash at any point leaves the batch in the inbox or the archive,
 	// and the next command hands the same batch to the same session.
@@ -206,6 +207,9 @@ func (r *runner) execute(ctx context.Context, n int, cmd Command, due time.Time,
 		Attempt:         r.st.Retries,
 		Warnings:        uniqueStrings(append(append([]string(nil), r.st.Warnings...), r.warnings...)),
 		LateGrace:       r.cfg.LateGrace.D,
+	}
+	if g := r.st.Guard; g != nil {
+		data.Limits = g.Notes // guardrails.go
 	}
 	if l := r.st.Last; l != nil {
 		data.Previous = &agent.Previous{Session: l.Session, Exit: l.Exit, Summary: l.Summary, Plans: r.st.Plans, End: l.End}

@@ -66,6 +66,9 @@ type StatusInfo struct {
 	Sync          []channel.SyncStatus `json:"sync"` // each channel's last sync ([channels])
 	Tail          []string             `json:"tail"`
 	Warnings      []string             `json:"warnings"`
+	// Guardrails: each operator's limit that moved or ended the latest wake chosen, with what
+	// it did (guardrails.go); empty when none holds the schedule back.
+	Guardrails []string `json:"guardrails"`
 }
 
 // Upcoming is one wake that is coming: the plan's, a TODO's, a retry, the dead-man, an alert
@@ -161,6 +164,7 @@ func Status(ctx context.Context, env *Env, opts StatusOptions) (*StatusInfo, err
 		}
 	}
 	s.Upcoming = r.upcoming()
+	s.Guardrails = r.guardLines()
 	if r.fs != nil {
 		s.Inbox = r.inboxCount()
 		// Counted from the listing alone: the live outbox holds up to two months of replies.
@@ -487,6 +491,9 @@ func (s *StatusInfo) WriteText(w io.Writer, loc *time.Location, now time.Time) {
 			res = "FAILED: " + c.LastError
 		}
 		p("sync "+c.Channel, "last %s: %s", When(c.LastSync, loc, now), res)
+	}
+	for _, g := range s.Guardrails {
+		p("guardrail", "%s", g)
 	}
 	for _, wn := range s.Warnings {
 		p("warning", "%s", wn)

@@ -203,6 +203,7 @@ func cryoTOML(c agentCase, top string, env map[string]string, args []string, ext
 		merged[k] = v
 	}
 	var b strings.Builder
+	b.WriteString("min_interval = \"1s\"\n") // the scripted sessions follow each other within seconds
 	b.WriteString(top)
 	if len(merged) == 0 && len(args) == 0 {
 		return b.String()

@@ -932,7 +932,7 @@ else
 	echo "[CRYO:WAKE +1h]"
 fi
 `
-	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\nfallback_after = \"15s\"\n"+alertToml(hook, nil), agent, nil)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\nfallback_after = \"15s\"\nmin_interval = \"1s\"\n"+alertToml(hook, nil), agent, nil)
 	c.bin = installed
 	c.start(0)
 	due := c.status().NextWake
@@ -1069,7 +1069,7 @@ func TestSilent03ChamberMoved(t *testing.T) {
 echo "ran $CRYO_SESSION" >> runs.txt
 echo "[CRYO:EXIT 0] session $CRYO_SESSION"
 ` + wakeAt(15) + "\n"
-		c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n"+alertToml(hook, nil), agent, nil)
+		c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\nmin_interval = \"1s\"\n"+alertToml(hook, nil), agent, nil)
 		c.start(0)
 		away := c.dir + ".unmounted"
 		if err := os.Rename(c.dir, away); err != nil {

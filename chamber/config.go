@@ -54,6 +54,8 @@ type Config struct {
 	StopAfter          string   `toml:"stop_after"`
 	MaxSessions        *int     `toml:"max_sessions"`
 	Jitter             Duration `toml:"jitter"`
+	BudgetPerDay       *float64 `toml:"budget_per_day"`   // USD (ledger.go)
+	BudgetPerMonth     *float64 `toml:"budget_per_month"` // USD
 	guard              guardConfig
 
 	// Location is Timezone loaded (the system zone when Timezone is empty).

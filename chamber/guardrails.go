@@ -43,6 +43,8 @@ const (
 	keyQuiet       = "quiet_hours"
 	keyStopAfter   = "stop_after"
 	keyMaxSessions = "max_sessions"
+	keyBudgetDay   = "budget_per_day"
+	keyBudgetMonth = "budget_per_month"
 )
 
 // clockWindow is quiet_hours: from Start to End (minutes after local midnight), crossing
@@ -145,6 +147,8 @@ type guardConfig struct {
 	maxSessions int // 0: none
 	jitter      time.Duration
 	loc         *time.Location
+	budgetDay   float64 // USD; 0: none (ledger.go)
+	budgetMonth float64
 }
 
 // checkGuardrails checks and fills in the guardrail keys (called by Config.check).
@@ -194,6 +198,19 @@ func (c *Config) checkGuardrails(name string, data []byte) error {
 	if c.Jitter.set {
 		g.jitter = c.Jitter.D
 	}
+	for _, b := range []struct {
+		key string
+		v   *float64
+		dst *float64
+	}{{keyBudgetDay, c.BudgetPerDay, &g.budgetDay}, {keyBudgetMonth, c.BudgetPerMonth, &g.budgetMonth}} {
+		if b.v == nil {
+			continue
+		}
+		if !(*b.v > 0 && *b.v <= 1e6) {
+			return bad(b.key, "must be an amount in USD above 0 (such as 5 or 2.50), not %v", *b.v)
+		}
+		*b.dst = *b.v
+	}
 	c.guard = g
 	return nil
 }
@@ -202,6 +219,7 @@ func (c *Config) checkGuardrails(name string, data []byte) error {
 type guardCounts struct {
 	Today    int // sessions started on the local day of now
 	Sessions int // sessions since the chamber was started
+	Spend    SpendState
 }
 
 // choice is the wake a guardrail granted for one asked for.
@@ -257,6 +275,11 @@ func chooseWake(g guardConfig, now, end, asked time.Time, planned, message bool,
 				changed = true
 			}
 		}
+		if t, k := g.budgetHold(c.At, now, n.Spend); k != "" {
+			c.At = t
+			moved(k)
+			changed = true
+		}
 		if !changed {
 			break
 		}
@@ -270,8 +293,20 @@ func chooseWake(g guardConfig, now, end, asked time.Time, planned, message bool,
 	if len(c.Moved) > 0 {
 		c.Why = fmt.Sprintf("asked for %s, granted %s (%s)", c.Asked.In(g.loc).Format(time.RFC3339),
 			c.At.In(g.loc).Format(time.RFC3339), strings.Join(c.Moved, ", "))
+		c.Why += g.spentText(c.Moved, now, n.Spend)
 	}
 	return c
+}
+
+// spentText adds the budgets' figures when a budget moved the wake.
+func (g guardConfig) spentText(moved []string, now time.Time, s SpendState) string {
+	out := ""
+	for _, k := range moved {
+		if k == keyBudgetDay || k == keyBudgetMonth {
+			out += "; " + g.budgetFigures(k, s.at(now, g.loc))
+		}
+	}
+	return out
 }
 
 // wakeGuard is the wake's own check, at now, of a session about to run for why: ok, or defer
@@ -303,6 +338,13 @@ func wakeGuard(g guardConfig, now time.Time, why Why, n guardCounts) (until time
 				changed = true
 			}
 		}
+		if u, k := g.budgetHold(t, now, n.Spend); k != "" {
+			t = u
+			if key == "" {
+				key = k
+			}
+			changed = true
+		}
 		if !changed {
 			break
 		}
@@ -323,6 +365,10 @@ type GuardState struct {
 	// chosen): its key → what it did. The operator was told once, when it began.
 	Active map[string]string `json:"active,omitempty"`
 	Notes  []string          `json:"notes,omitempty"` // for the next prompt
+	Spend  SpendState        `json:"spend"`           // ledger.go
+	// UnknownTold is the month whose sessions of unknown cost the operator was told of
+	// (budgets set): once a month.
+	UnknownTold string `json:"unknown_told,omitempty"`
 }
 
 func (r *runner) guardState() *GuardState {
@@ -335,7 +381,7 @@ func (r *runner) guardState() *GuardState {
 // guardCounts are the counts as of now.
 func (r *runner) guardCounts(now time.Time) guardCounts {
 	g := r.guardState()
-	n := guardCounts{Sessions: g.Sessions}
+	n := guardCounts{Sessions: g.Sessions, Spend: g.Spend}
 	if g.Day == dayKey(now, r.cfg.Location) {
 		n.Today = g.Today
 	}
@@ -427,6 +473,7 @@ func (r *runner) guardChoice(rep *validate.Report, v *verdict, asked *time.Time,
 func (r *runner) guardTell(ctx context.Context, n int, c *choice) {
 	g := r.guardState()
 	g.Notes = nil
+	r.tellUnknownCost(ctx)
 	keys := map[string]bool{}
 	if c != nil {
 		for _, k := range c.Moved {
@@ -511,6 +558,10 @@ func (r *runner) guardWake(ctx context.Context, why Why) (bool, error) {
 	}
 	r.st.Wake = &t
 	msg := fmt.Sprintf("a wake (%s) at %s falls in %s: deferred to %s", why, now.In(r.cfg.Location).Format(time.RFC3339), key, t.In(r.cfg.Location).Format(time.RFC3339))
+	if key == keyBudgetDay || key == keyBudgetMonth {
+		msg = fmt.Sprintf("a wake (%s) at %s: the budget is spent (%s): deferred to %s", why, now.In(r.cfg.Location).Format(time.RFC3339),
+			r.cfg.guard.budgetFigures(key, r.guardState().Spend.at(now, r.cfg.Location)), t.In(r.cfg.Location).Format(time.RFC3339))
+	}
 	if key == keyPerDay {
 		msg = fmt.Sprintf("a wake (%s) at %s is over max_sessions_per_day (%d): deferred to %s", why, now.In(r.cfg.Location).Format(time.RFC3339), r.cfg.guard.perDay, t.In(r.cfg.Location).Format(time.RFC3339))
 	}
@@ -560,7 +611,7 @@ func (r *runner) guardLines() []string {
 		return []string{}
 	}
 	var out []string
-	for _, k := range []string{keyMinInterval, keyPerDay, keyQuiet, keyStopAfter, keyMaxSessions} {
+	for _, k := range []string{keyMinInterval, keyPerDay, keyQuiet, keyStopAfter, keyMaxSessions, keyBudgetDay, keyBudgetMonth} {
 		if m, ok := g.Active[k]; ok {
 			out = append(out, k+": "+m)
 		}

@@ -46,6 +46,8 @@ type runner struct {
 	recorded    bool           // the session being finished has its history row
 	guardKey    string         // the guardrails that moved or ended the next wake (guardrails.go)
 	guardEnded  *choice        // a guardrail ended the plan (guardrails.go)
+	usage       *sessionUsage  // the session's usage read from the agent CLI's output (ledger.go)
+	unknownCost int            // a session whose cost is unknown while a budget is set (ledger.go)
 	saved       []byte         // what the last save wrote (saveChanged compares with it)
 }
 

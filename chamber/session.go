@@ -246,6 +246,7 @@ func (r *runner) execute(ctx context.Context, n int, cmd Command, due time.Time,
 		inv = agent.Spec{Command: cmd.Words, Stdin: true}.Invocation("", base, vars)
 		inv.Stdin = nil
 	}
+	inv.Argv = r.budgetArgs(cmd, inv.Argv) // ledger.go: claude's --max-budget-usd
 	// Run exactly the file that was resolved (and, inside the chamber, checked against its pin).
 	if p, err := program.Look(inv.Argv[0], r.dir, r.capturedPath()); err == nil {
 		inv.Argv = append([]string{p}, inv.Argv[1:]...)

@@ -45,6 +45,9 @@ type Result struct {
 	Fallbacks []Fallback // every distinct FALLBACK, in order of first appearance
 	Replies   []Reply
 	Todos     []Todo
+	// Usage is the last valid USAGE marker: what the agent says the session used (its claim;
+	// usage.go). nil when there is none.
+	Usage *Usage
 	// Errors are the problems that must refuse hibernation. They and Warnings are sorted by line.
 	Errors []*ParseError
 	// Warnings are reported but do not refuse: unknown keywords, and invalid EXIT, WAKE or CMD
@@ -125,6 +128,7 @@ type Parser struct {
 	seenFB    map[Fallback]bool // keys have Line 0
 	replies   []Reply
 	todos     []Todo
+	usage     *Usage
 	over      map[string]bool // keywords whose count limit has been reported
 
 	errs, warns capped
@@ -245,6 +249,7 @@ var keywords = map[string]closeMode{
 	"FALLBACK": closeQuoted,
 	"REPLY":    closeQuoted,
 	"TODO":     closeQuoted,
+	"USAGE":    closeFirst,
 }
 
 // findClose returns the index of the ] that closes a marker whose text starts at s[i], or -1,
@@ -324,7 +329,7 @@ func (p *Parser) marker(n int, s string, start int) int {
 	if !known {
 		msg := "marker without a keyword ignored"
 		if token != "" {
-			msg = fmt.Sprintf("unknown marker keyword %s ignored (want EXIT, WAKE, CMD, PLAN, FALLBACK, REPLY or TODO)", quote(token))
+			msg = fmt.Sprintf("unknown marker keyword %s ignored (want EXIT, WAKE, CMD, PLAN, FALLBACK, REPLY, TODO or USAGE)", quote(token))
 		}
 		p.warn(&ParseError{Line: n, Msg: msg})
 		return next
@@ -388,6 +393,8 @@ func (p *Parser) marker(n int, s string, start int) int {
 		}
 	case "TODO":
 		p.todoMarker(n, body)
+	case "USAGE":
+		p.usageMarker(n, body) // usage.go
 	}
 	return next
 }
@@ -641,6 +648,10 @@ func (p *Parser) Result() *Result {
 		Fallbacks: slices.Clone(p.fallbacks),
 		Replies:   slices.Clone(p.replies),
 		Todos:     slices.Clone(p.todos),
+	}
+	if p.usage != nil {
+		u := *p.usage
+		r.Usage = &u
 	}
 	if p.exit != nil {
 		e := *p.exit

@@ -16,7 +16,7 @@ func i64(v int64) *int64     { return &v }
 func TestSpend(t *testing.T) {
 	loc := mustLoc(t, "Europe/Berlin")
 	var s SpendState
-	s.add(mustTime(t, "2026-10-31T20:00:00Z"), loc, &sessionUsage{CostUSD: f64(0.4)}) // 21:00 CET, Oct 31
+	s.add(mustTime(t, "2026-10-31T20:00:00Z"), loc, &sessionUsage{CostUSD: f64(0.4)})  // 21:00 CET, Oct 31
 	s.add(mustTime(t, "2026-10-31T22:30:00Z"), loc, &sessionUsage{CostUSD: f64(0.25)}) // 23:30 CET, Oct 31
 	s.add(mustTime(t, "2026-10-31T22:40:00Z"), loc, nil)
 	if s.DayUSD != 0.65 || s.MonthUSD != 0.65 || s.DayUnknown != 1 || s.MonthUnknown != 1 || s.Month != "2026-10" {

@@ -258,3 +258,89 @@ echo "[CRYO:WAKE +1m]"
 		})
 	}
 }
+
+// TestGuardBudget: once budget_per_day is spent, no further session runs that day: the next
+// wake moves to the next day's start (read back from the OS), the operator is alerted once with
+// the figures, and history and status carry the costs. A session whose cost cannot be read is
+// shown as unknown (null), never as free, and the operator is told once.
+func TestGuardBudget(t *testing.T) {
+	m := systemdtest.Start(t)
+	if now := time.Now().UTC(); now.Hour() == 23 && now.Minute() >= 58 {
+		t.Skip("too close to midnight UTC: the sessions could fall on two days")
+	}
+	t.Run("spent", func(t *testing.T) {
+		hook := startAlertHook(t, false)
+		agent := `#!/bin/sh
+cp .cryo/prompt.md "prompt-$CRYO_SESSION.txt"
+echo "[CRYO:EXIT 0] session $CRYO_SESSION"
+echo "[CRYO:USAGE tokens_in=1000 tokens_out=200 cost_usd=0.40]"
+echo "[CRYO:WAKE +1s]"
+`
+		c := newTrial(t, m, "agent = \"./agent.sh\"\ntimezone = \"UTC\"\nwatch_inbox = false\nmin_interval = \"1s\"\nbudget_per_day = 1.00\n"+alertToml(hook, nil), agent, nil)
+		c.start(0)
+		lt := time.Now().UTC()
+		midnight := time.Date(lt.Year(), lt.Month(), lt.Day()+1, 0, 0, 0, 0, time.UTC)
+		waitFor(t, 90*time.Second, "the budget holds the wake to the next day", func() bool {
+			s := c.status()
+			return s.Phase == "armed" && s.NextWake != nil && s.NextWake.Equal(midnight)
+		})
+		s := c.status()
+		if s.Session != 3 {
+			t.Errorf("%d sessions ran, want 3 ($0.40 each against $1.00 a day)", s.Session)
+		}
+		if os := s.osTimer("wake"); os == nil || !os.Equal(midnight) {
+			t.Errorf("the OS wake timer is %v, want %s", os, midnight)
+		}
+		got := hook.withReason("guardrail")
+		if len(got) != 1 || !strings.Contains(fmt.Sprint(got[0]["message"]), "$1.20 spent today") || !strings.Contains(fmt.Sprint(got[0]["message"]), "budget_per_day $1.00") {
+			t.Errorf("budget notices %v, want one with the figures", got)
+		}
+		rows := c.history()
+		for _, r := range rows {
+			if r.CostUSD == nil || *r.CostUSD != 0.40 || r.TokensIn == nil || *r.TokensIn != 1000 || r.UsageSource != "agent" {
+				t.Errorf("history row %d: cost %v tokens %v source %q", r.Session, r.CostUSD, r.TokensIn, r.UsageSource)
+			}
+		}
+		if last := rows[len(rows)-1]; last.Guardrail != "budget_per_day" {
+			t.Errorf("the last row's guardrail is %q, want budget_per_day", last.Guardrail)
+		}
+		if st := c.guardStatus(); st.SpendToday != 1.2 || st.SpendMonth < 1.2 || st.SpendTodayUnknown != 0 {
+			t.Errorf("status spend: today %v month %v unknown %d", st.SpendToday, st.SpendMonth, st.SpendTodayUnknown)
+		}
+		if out := c.must(0, "history", "--dir", c.dir); !strings.Contains(out, "$0.40 (claimed)") || !strings.Contains(out, "1000/200") {
+			t.Errorf("history's table has no TOKENS and COST:\n%s", out)
+		}
+		st, _ := stateOf(m, c.dir)
+		if st.Guard == nil || len(st.Guard.Notes) == 0 || !strings.Contains(strings.Join(st.Guard.Notes, " "), "budget_per_day") {
+			t.Errorf("the next prompt's notes do not say the budget is spent: %+v", st.Guard)
+		}
+		c.must(0, "cancel", "--dir", c.dir)
+	})
+	t.Run("unknown", func(t *testing.T) {
+		hook := startAlertHook(t, false)
+		agent := `#!/bin/sh
+echo "[CRYO:EXIT 0] session $CRYO_SESSION"
+echo "[CRYO:WAKE +1h]"
+`
+		c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\nbudget_per_day = 5\n"+alertToml(hook, nil), agent, nil)
+		c.start(0)
+		c.must(0, "wake", "--dir", c.dir, "--now")
+		rows := c.history()
+		if len(rows) != 2 || rows[0].CostUSD != nil || rows[1].CostUSD != nil {
+			t.Fatalf("history %+v, want 2 rows of unknown cost", rows)
+		}
+		if out := c.stdout("history", "--dir", c.dir, "--json"); !strings.Contains(out, `"cost_usd": null`) {
+			t.Errorf("history --json does not say null:\n%s", out)
+		}
+		if got := hook.withReason("usage-unknown"); len(got) != 1 || !strings.Contains(fmt.Sprint(got[0]["message"]), "unknown") {
+			t.Errorf("usage-unknown notices %v, want 1", got)
+		}
+		if st := c.guardStatus(); st.SpendTodayUnknown != 2 || st.SpendToday != 0 {
+			t.Errorf("status: today %v, unknown %d; want 0 known and 2 unknown", st.SpendToday, st.SpendTodayUnknown)
+		}
+		if out := c.must(0, "status", "--dir", c.dir); !strings.Contains(out, "2 session(s) whose cost is unknown") {
+			t.Errorf("status does not show the unknown spend:\n%s", out)
+		}
+		c.must(0, "cancel", "--dir", c.dir)
+	})
+}

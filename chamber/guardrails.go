@@ -436,6 +436,7 @@ func (r *runner) guardChoice(rep *validate.Report, v *verdict, asked *time.Time,
 		if len(c.Moved) > 0 {
 			c.Why = fmt.Sprintf("asked for %s, granted %s (%s)", c.Asked.In(r.cfg.Location).Format(time.RFC3339),
 				c.At.In(r.cfg.Location).Format(time.RFC3339), strings.Join(c.Moved, ", "))
+			c.Why += r.cfg.guard.spentText(c.Moved, now, r.guardState().Spend)
 		}
 	}
 	v.guard = &c

@@ -94,20 +94,34 @@ func fmtUSD(v float64) string {
 	return "$" + strconv.FormatFloat(v, 'f', 2, 64)
 }
 
-// bookUsage records session n's usage in its history row and the running spend; called by
-// recordHistory, once per session.
-func (r *runner) bookUsage(row *HistoryRow, m *marker.Result, end time.Time) {
-	u := r.usage
-	if u == nil {
-		u = usageOf(m)
+// sessionCost is the usage of the session being finished: the CLI's own output, else its
+// USAGE marker.
+func (r *runner) sessionCost(m *marker.Result) *sessionUsage {
+	if r.usage != nil {
+		return r.usage
 	}
-	if u != nil {
-		row.TokensIn, row.TokensOut, row.CostUSD, row.UsageSource = u.TokensIn, u.TokensOut, u.CostUSD, u.Source
+	return usageOf(m)
+}
+
+// bookSpend adds session n's cost to the running spend, once, before its next wake is chosen
+// (so that the session that spends the budget is the last of the period).
+func (r *runner) bookSpend(n int, m *marker.Result, end time.Time) {
+	if r.booked || r.readOnly {
+		return
 	}
-	g := r.guardState()
-	g.Spend.add(end, r.cfg.Location, u)
+	r.booked = true
+	u := r.sessionCost(m)
+	r.guardState().Spend.add(end, r.cfg.Location, u)
 	if (u == nil || u.CostUSD == nil) && r.cfg.guard.budgeted() {
-		r.unknownCost = row.Session
+		r.unknownCost = n
+	}
+}
+
+// bookUsage records session n's usage in its history row (and in the spend, if not yet).
+func (r *runner) bookUsage(row *HistoryRow, m *marker.Result, end time.Time) {
+	r.bookSpend(row.Session, m, end)
+	if u := r.sessionCost(m); u != nil {
+		row.TokensIn, row.TokensOut, row.CostUSD, row.UsageSource = u.TokensIn, u.TokensOut, u.CostUSD, u.Source
 	}
 }
 

@@ -48,6 +48,7 @@ type runner struct {
 	guardEnded  *choice        // a guardrail ended the plan (guardrails.go)
 	usage       *sessionUsage  // the session's usage read from the agent CLI's output (ledger.go)
 	unknownCost int            // a session whose cost is unknown while a budget is set (ledger.go)
+	booked      bool           // the session being finished is in the spend (ledger.go)
 	saved       []byte         // what the last save wrote (saveChanged compares with it)
 }
 

@@ -11,10 +11,15 @@ import (
 func historyCommand(env *chamber.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "history",
-		Usage: "one row per finished session: when it was due, how late it ran, how long, how it ended, what it answered",
+		Usage: "one row per finished session: when it was due, how late it ran, how long, how it ended, what it answered, what it cost",
 		Description: `history reads an index kept in the chamber's private state directory (one line per
 session, one file per year), never the whole log. --since and --until take WAKE's time
-grammar ("2026-03-01", "2026-03-01 00:00", "-30d" is not a thing: use a date).`,
+grammar ("2026-03-01", "2026-03-01 00:00", "-30d" is not a thing: use a date).
+
+TOKENS and COST (--json: tokens_in, tokens_out, cost_usd, usage_source) are what the session
+used: from the agent CLI's own usage output, or the agent's [CRYO:USAGE] claim ("claimed");
+"unknown" (null) when neither said. --json rows name the cryo.toml key that moved or ended the
+wake after the session ("guardrail": "min_interval"), when one did.`,
 		Flags: []cli.Flag{dirFlag(), jsonFlag(),
 			&cli.StringFlag{Name: "since", Usage: "only sessions started at or after `TIME`"},
 			&cli.StringFlag{Name: "until", Usage: "only sessions started at or before `TIME`"},

@@ -10,6 +10,10 @@ func statusCommand(env *chamber.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "status",
 		Usage: "show the plan, state, every upcoming wake, the last result, the timers as the OS reports them, and the latest block",
+		Description: `Besides the plan's state, status shows each limit of cryo.toml that holds the schedule back
+now (a "guardrail:" line; --json: guardrails) and what today's and this month's sessions cost
+(--json: spend_today_usd, spend_month_usd, and spend_today_unknown, spend_month_unknown: the
+sessions whose cost could not be read).`,
 		Flags: []cli.Flag{dirFlag(), jsonFlag(), &cli.IntFlag{Name: "lines", Value: 10, Usage: "lines of the latest block to show"}},
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c); err != nil {

@@ -71,3 +71,53 @@ func TestReadUsageBad(t *testing.T) {
 		t.Error("a command's output was read as the agent's text")
 	}
 }
+
+// chunkWriter records what was written, as one string.
+type lines struct{ strings.Builder }
+
+// TestUsageWriter feeds each recorded output in small chunks, as a pipe delivers it: the
+// agent's text (and only it) reaches the log's stdout, ending in a newline; the other events
+// reach its stderr; the usage is that of ReadUsage. Plain text (an operator's args switched the
+// form back) passes through, with the usage unknown.
+func TestUsageWriter(t *testing.T) {
+	want := "Checked the build: green.\n[CRYO:PLAN look at PR #42 next]\n[CRYO:WAKE +2h]\n[CRYO:EXIT 0] build checked\n"
+	for _, p := range []string{"claude", "codex", "opencode"} {
+		out, err := os.ReadFile(filepath.Join("testdata", "usage", p+".out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, size := range []int{1, 7, 4096} {
+			var text, other lines
+			w := NewUsageWriter(p, &text, &other)
+			for i := 0; i < len(out); i += size {
+				if _, err := w.Write(out[i:min(i+size, len(out))]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if text.String() != want {
+				t.Errorf("%s in chunks of %d: text %q", p, size, text.String())
+			}
+			u, ok := w.Usage()
+			if !ok || u.TokensIn == nil || *u.TokensIn != 1234 || *u.TokensOut != 56 {
+				t.Errorf("%s in chunks of %d: usage %+v %v", p, size, u, ok)
+			}
+			if strings.Contains(other.String(), "[CRYO:") && p != "claude" {
+				t.Errorf("%s: a marker went to the other events: %s", p, other.String())
+			}
+		}
+	}
+	var text, other lines
+	w := NewUsageWriter("claude", &text, &other)
+	io := "Error: not logged in\n[CRYO:EXIT 2] cannot run\n"
+	w.Write([]byte(io))
+	w.Close()
+	if text.String() != io {
+		t.Errorf("plain text: %q", text.String())
+	}
+	if _, ok := w.Usage(); ok {
+		t.Error("plain text has usage")
+	}
+}

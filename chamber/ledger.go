@@ -3,11 +3,14 @@ package chamber
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"time"
 
+	"github.com/cryochamber/cryochamber/agent"
 	"github.com/cryochamber/cryochamber/marker"
+	"github.com/cryochamber/cryochamber/sessionlog"
 )
 
 // The cost ledger: what each session used (tokens in and out, cost in USD), in its history row,
@@ -232,4 +235,23 @@ func (r *runner) budgetArgs(cmd Command, argv []string) []string {
 		return argv
 	}
 	return append(argv, "--max-budget-usd", strconv.FormatFloat(left, 'f', 2, 64))
+}
+
+// usageOutput is where the agent's standard output goes: the log's stdout, through a reader of
+// the preset's JSON form when it prints one (agent.UsageWriter: the agent's text to stdout,
+// where markers are read as ever; the other events to the log's stderr; the usage kept in
+// r.usage when done runs).
+func (r *runner) usageOutput(cmd Command, block *sessionlog.Block) (io.Writer, func()) {
+	if cmd.Agent == nil || cmd.Agent.Usage == "" {
+		return block.Stdout(), func() {}
+	}
+	w := agent.NewUsageWriter(cmd.Agent.Usage, block.Stdout(), block.Stderr())
+	return w, func() {
+		if err := w.Close(); err != nil {
+			r.warnf("cannot record the agent's output: %v", err)
+		}
+		if u, ok := w.Usage(); ok {
+			r.usage = &sessionUsage{TokensIn: u.TokensIn, TokensOut: u.TokensOut, CostUSD: u.CostUSD, Source: cmd.Agent.Usage}
+		}
+	}
 }

@@ -252,11 +252,13 @@ func (r *runner) execute(ctx context.Context, n int, cmd Command, due time.Time,
 		inv.Argv = append([]string{p}, inv.Argv[1:]...)
 	}
 	r.printf("session %d: running %s", n, strings.Join(cmd.Words, " "))
+	stdout, done := r.usageOutput(cmd, block) // ledger.go: a preset's JSON output, read for its text and usage
+	defer done()
 	return agent.Exec(ctx, agent.Run{
 		Invocation: inv,
 		Dir:        r.dir,
 		Timeout:    r.cfg.SessionTimeout.D,
-		Stdout:     block.Stdout(),
+		Stdout:     stdout,
 		Stderr:     block.Stderr(),
 		// Recorded so that a recovery after this process died ends what it left running
 		// (launchd does not clean up a job's other process groups); the session's dead-man and

@@ -344,3 +344,59 @@ echo "[CRYO:WAKE +1h]"
 		c.must(0, "cancel", "--dir", c.dir)
 	})
 }
+
+// TestGuardDSTReadBack: on the nights the clocks change in Berlin, quiet hours and the daily
+// cap arm the real OS timer (read back from systemd) at the right instant. The `start` that
+// chooses the wake runs with its clock set to that night (CRYOCHAMBER_NOW, a test hook); the
+// instants are in 2027, so systemd arms them as any future wake.
+func TestGuardDSTReadBack(t *testing.T) {
+	m := systemdtest.Start(t)
+	if _, err := time.LoadLocation("Europe/Berlin"); err != nil {
+		t.Skipf("no tzdata: %v", err)
+	}
+	agent := `#!/bin/sh
+echo "[CRYO:EXIT 0] session $CRYO_SESSION"
+echo "[CRYO:WAKE +1h]"
+`
+	for _, tc := range []struct {
+		name, toml, now, want, key string
+	}{
+		// 21:30 CET; WAKE +1h = 22:30 CET, inside quiet hours that end at 07:00 CEST: 7h30 later
+		// in real time, not 8h30.
+		{"quiet hours on the spring-forward night", "quiet_hours = \"22:00-07:00\"\n", "2027-03-27T20:30:00Z", "2027-03-28T05:00:00Z", "quiet_hours"},
+		// 23:30 CEST; WAKE +1h = 00:30 CEST, inside quiet hours that end at 07:00 CET.
+		{"quiet hours on the fall-back night", "quiet_hours = \"22:00-07:00\"\n", "2027-10-30T21:30:00Z", "2027-10-31T06:00:00Z", "quiet_hours"},
+		// The cap (1) is reached by start's session at 10:00 CET on the 25-hour day: the next
+		// local midnight is 2027-11-01 00:00 CET.
+		{"daily cap on the fall-back day", "max_sessions_per_day = 1\n", "2027-10-31T09:00:00Z", "2027-10-31T23:00:00Z", "max_sessions_per_day"},
+		// The same on the 23-hour day: 2027-03-29 00:00 CEST.
+		{"daily cap on the spring-forward day", "max_sessions_per_day = 1\n", "2027-03-28T09:00:00Z", "2027-03-28T22:00:00Z", "max_sessions_per_day"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTrial(t, m, "agent = \"./agent.sh\"\ntimezone = \"Europe/Berlin\"\nwatch_inbox = false\n"+tc.toml, agent, nil)
+			c.env = append(c.env, "CRYOCHAMBER_NOW="+tc.now)
+			c.start(0)
+			want := mustParse(t, tc.want)
+			s := c.status()
+			if s.NextWake == nil || !s.NextWake.Equal(want) {
+				t.Errorf("next wake %v, want %s", s.NextWake, want)
+			}
+			if os := s.osTimer("wake"); os == nil || !os.Equal(want) {
+				t.Errorf("systemd reads the wake timer back as %v, want %s", os, want)
+			}
+			if rows := c.history(); len(rows) != 1 || rows[0].Guardrail != tc.key {
+				t.Errorf("history %+v, want the row naming %s", rows, tc.key)
+			}
+			c.must(0, "cancel", "--dir", c.dir)
+		})
+	}
+}
+
+func mustParse(t *testing.T, s string) time.Time {
+	t.Helper()
+	v, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}

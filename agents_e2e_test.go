@@ -112,7 +112,7 @@ session_timeout = "2m"
 		key: func(r modelserver.Request) string { return r.Header.Get("X-Api-Key") },
 	}
 	codexCase = agentCase{
-		preset:       "codex",
+		preset: "codex",
 		setup: func(t *testing.T, srv *modelserver.Server, chamber, home string) (string, map[string]string) {
 			// Codex ignores OPENAI_BASE_URL: a custom provider in ~/.codex/config.toml, on the
 			// Responses API (it refuses the chat one), with its retries off.

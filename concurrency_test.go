@@ -438,8 +438,8 @@ echo "ran $CRYO_SESSION $(date -u +%s)" >> runs.txt
 if [ -e exit-2 ]; then echo "[CRYO:EXIT 2] failed"; else echo "[CRYO:EXIT 0] ok"; fi
 if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE ` + at + `]"; fi
 `
-	a, _ := newChamber(t, m, "alpha", agent, "")
-	b, _ := newChamber(t, m, "beta", agent, "")
+	a, _ := newChamber(t, m, "alpha", agent, "min_interval = \"1s\"\n")
+	b, _ := newChamber(t, m, "beta", agent, "min_interval = \"1s\"\n")
 	for _, dir := range []string{a, b} {
 		waitUntil(t, 40*time.Second, dir+" to complete", func() bool {
 			st, err := stateOf(m, dir)

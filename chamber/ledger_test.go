@@ -106,3 +106,26 @@ func TestHistoryUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestClaudeMaxBudget: the claude preset is given what the budgets leave as its own
+// --max-budget-usd; other agents, and a chamber without a budget, are run as they are.
+func TestClaudeMaxBudget(t *testing.T) {
+	r := testRunner(t, "agent = \"claude\"\nbudget_per_day = 1.00\nbudget_per_month = 10\n", t0)
+	r.st.Guard = &GuardState{Spend: SpendState{Day: "2026-11-23", DayUSD: 0.4, Month: "2026-11", MonthUSD: 9.9}}
+	claude, err := r.cfg.AgentLine("claude")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := r.budgetArgs(claude, []string{"claude", "-p"})
+	if want := []string{"claude", "-p", "--max-budget-usd", "0.10"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("argv %q, want %q (the month leaves $0.10, less than the day's $0.60)", got, want)
+	}
+	codex, _ := r.cfg.AgentLine("codex")
+	if got := r.budgetArgs(codex, []string{"codex"}); len(got) != 1 {
+		t.Errorf("codex got %q", got)
+	}
+	r = testRunner(t, "agent = \"claude\"\n", t0)
+	if got := r.budgetArgs(claude, []string{"claude"}); len(got) != 1 {
+		t.Errorf("no budget, yet %q", got)
+	}
+}

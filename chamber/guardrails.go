@@ -448,9 +448,13 @@ func (r *runner) guardChoice(rep *validate.Report, v *verdict, asked *time.Time,
 	case len(c.Moved) > 0:
 		t := c.At.UTC()
 		v.next = &t
-		if v.planWake != nil && v.nextReason == WhyPlan {
+		if v.planWake != nil && (v.nextReason == WhyPlan || !v.planWake.After(t)) {
+			// The plan's own wake moves too when the moved wake (a TODO's) passes it: the
+			// session at t is the plan's, and a plan wake left behind in the past would read
+			// as "plan complete" to a session that prints no WAKE.
 			pw := t
 			v.planWake = &pw
+			v.nextReason = WhyPlan
 		}
 		rep.SetWake(t)
 		rep.Add(validate.StepWake, validate.Warn, "%s", c.Why)
@@ -549,6 +553,9 @@ func (r *runner) guardWake(ctx context.Context, why Why) (bool, error) {
 		return true, r.guardEnd(ctx, n, key, msg)
 	}
 	t := ceilSecond(until).UTC()
+	if soon := ceilSecond(now.Add(armLead)); t.Before(soon) {
+		t = soon.UTC() // a timer that fired a moment early: never armed in the past
+	}
 	rep := validate.New(nil)
 	if err := r.arm(ctx, rep, t); err != nil {
 		r.warnf("the wake is held back by %s but could not be re-armed for %s: %v", key, t.Format(time.RFC3339), err)

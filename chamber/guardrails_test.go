@@ -265,3 +265,15 @@ func TestJudgeShowsGuardrail(t *testing.T) {
 		t.Fatalf("max_sessions reached: next %v, complete %v, guard %+v", v.next, rep.PlanComplete, v.guard)
 	}
 }
+
+// TestGuardMovesPlanWakeWithTodo: a TODO moved past the plan's WAKE takes the plan's wake with
+// it, so that the plan's wake is never left behind in the past.
+func TestGuardMovesPlanWakeWithTodo(t *testing.T) {
+	r := testRunner(t, "agent = \"/bin/true\"\nmin_interval = \"10m\"\n", t0)
+	rep := validate.New(nil)
+	v := r.judge(rep, parse("[CRYO:EXIT 0] ok", "[CRYO:TODO +1m \"x\"]", "[CRYO:WAKE +5m]"), t0, WhyPlan)
+	want := t0.Add(10 * time.Minute)
+	if v.next == nil || !v.next.Equal(want) || v.planWake == nil || !v.planWake.Equal(want) || v.nextReason != WhyPlan {
+		t.Fatalf("next %v (%s), plan wake %v; want both %s, for the plan", v.next, v.nextReason, v.planWake, want)
+	}
+}

@@ -27,8 +27,8 @@ const usageReply = "Checked the build: green.\n[CRYO:PLAN look at PR #42 next]\n
 
 var usageTokens = modelserver.Tokens{In: 1234, Out: 56}
 
-// runCLIJSON runs preset's CLI once, headless, in its JSON output form against srv, with the
-// prompt on stdin, and returns its standard output.
+// runCLIJSON runs preset's CLI once, headless, as the preset runs it (its JSON output form)
+// against srv, with the prompt on stdin, and returns its standard output.
 func runCLIJSON(t *testing.T, preset string, srv *modelserver.Server) []byte {
 	t.Helper()
 	cliDir := agentCLIDir(t, preset)
@@ -65,7 +65,7 @@ func runCLIJSON(t *testing.T, preset string, srv *modelserver.Server) []byte {
 		env = append(env, "CRYO_E2E_API_KEY="+e2eAPIKey, "OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1",
 			"npm_config_registry="+srv.URL+"/npm/")
 	}
-	argv := append(append([]string(nil), spec.Command...), agent.UsageFormats[preset]...)
+	argv := spec.Command // the preset as cryochamber runs it: its JSON form
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(cliDir, argv[0]), argv[1:]...)

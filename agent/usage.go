@@ -28,13 +28,6 @@ import (
 // (a tool's output or the echoed prompt inside the stream is not the agent's answer), and it
 // reads at most MaxUsageOutput bytes.
 
-// UsageFormats are the presets' JSON output flags, by preset.
-var UsageFormats = map[string][]string{
-	"claude":   {"--output-format", "json"},
-	"codex":    {"--json"},
-	"opencode": {"--format", "json"},
-}
-
 // MaxUsageOutput bounds what ReadUsage reads of a run's output.
 const MaxUsageOutput = 64 << 20
 

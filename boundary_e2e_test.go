@@ -1093,7 +1093,7 @@ fi
 echo "[CRYO:EXIT 0] ok"
 echo "[CRYO:WAKE +1h]"
 `
-	dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = true\n", agent, nil)
+	dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = true\nmin_interval = \"1s\"\n", agent, nil)
 	env := managerEnv(m)
 	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	type result struct {

@@ -60,6 +60,7 @@ var catalogue = []badInput{
 	{"marker", "control character in a summary", "[CRYO:EXIT 0] ok\x1b[31m\n", "session 1: EXIT 0 ok\ufffd[31m"},
 	{"marker", "invalid UTF-8 in a marker", "[CRYO:EXIT 0] ok\n[CRYO:PLAN \xff\xfe]\n", "session 1: EXIT 0 ok"},
 	{"marker", "a line over 1 MiB", "[CRYO:EXIT 0] ok\n" + strings.Repeat("x", 1<<20+1) + "\n", "session 1: EXIT 0 ok"},
+	{"marker", "a USAGE claim that is not a number (the cost is unknown; the session goes on)", "[CRYO:EXIT 0] ok\n[CRYO:USAGE cost_usd=cheap]\n", "session 1: EXIT 0 ok"},
 	{"marker", "17 FALLBACKs", "[CRYO:EXIT 0] x\n" + manyFallbacks(17), refused + "line 22: more than 16 FALLBACK markers; this one and the rest are ignored"},
 
 	// Times: in a WAKE, read in the chamber's zone (Europe/Berlin here).
@@ -96,6 +97,10 @@ var catalogue = []badInput{
 	{"config", "unknown time zone", "timezone = \"Mars/Olympus\"\n", `cryochamber: cryo.toml:1: timezone: unknown time zone "Mars/Olympus"`},
 	{"config", "unknown backend", "backend = \"cron\"\n", `cryochamber: cryo.toml:1: backend: unknown backend "cron" (want "systemd" or "launchd")`},
 	{"config", "bad size", "min_free_disk = \"lots\"\n", `cryochamber: cryo.toml:1: min_free_disk: "lots" is not a size`},
+	{"config", "quiet hours without minutes", "quiet_hours = \"22-7\"\n", `cryochamber: cryo.toml:1: quiet_hours: "22-7" is not a range of hours (want "HH:MM-HH:MM", such as "22:00-07:00")`},
+	{"config", "stop_after in words", "stop_after = \"next June\"\n", `cryochamber: cryo.toml:1: stop_after: "next June" is not a date or an instant`},
+	{"config", "max_sessions_per_day 0", "max_sessions_per_day = 0\n", "cryochamber: cryo.toml:1: max_sessions_per_day: must be at least 1, not 0"},
+	{"config", "a budget of 0", "budget_per_day = 0\n", "cryochamber: cryo.toml:1: budget_per_day: must be an amount in USD above 0"},
 	{"config", "agent with shell syntax", "agent = \"opencode; rm -rf ~\"\n", `cryochamber: cryo.toml:1: agent: unquoted ";" is shell syntax`},
 	{"config", "custom agent without command", "[agents.bot]\nstdin = true\n", "cryochamber: cryo.toml: agents.bot.command: is required for an agent that is not a preset"},
 	{"config", "bad [[fallback]] action", "[[fallback]]\naction = \"sms\"\ntarget = \"1\"\n", `cryochamber: cryo.toml: fallback[0].action: unknown action "sms"`},

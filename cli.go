@@ -138,6 +138,11 @@ The agent ends each session with markers on standard output:
    [CRYO:CMD opencode "next task"]    (what to run next; default: the same)
    [CRYO:PLAN note for later]  [CRYO:FALLBACK email me@example.com "did not run"]
    [CRYO:REPLY "answer"]  [CRYO:TODO +3d "extra task"]  [CRYO:TODO-DONE s3-1]
+   [CRYO:USAGE tokens_in=N tokens_out=N cost_usd=X.XX]  (a custom agent's usage: its claim)
+
+The operator bounds the schedule the agent chooses in cryo.toml: min_interval (default 1m),
+max_sessions_per_day (96), quiet_hours, stop_after, max_sessions, jitter, and the budgets
+budget_per_day, budget_per_month (USD). A wake they move is told once; see README "Limits and costs".
 
 Start with:
    cryochamber init ~/plans/x          (the agent is opencode; --agent claude, or agent in cryo.toml)

@@ -15,7 +15,11 @@ func statusCommand(env *chamber.Env) *cli.Command {
 state machine's own (armed, running, paused, complete, failed, cancelled): a chamber retrying
 a failed session is in phase armed, in state retrying.
 It also names the sandbox sessions run in ("sandbox": "bubblewrap", "sandbox-exec" or "off" in
---json) and warns every time while [sandbox] mode is "off".`,
+--json) and warns every time while [sandbox] mode is "off".
+Besides the plan's state, status shows each limit of cryo.toml that holds the schedule back
+now (a "guardrail:" line; --json: guardrails) and what today's and this month's sessions cost
+(--json: spend_today_usd, spend_month_usd, and spend_today_unknown, spend_month_unknown: the
+sessions whose cost could not be read).`,
 		Flags: []cli.Flag{dirFlag(), jsonFlag(), &cli.IntFlag{Name: "lines", Value: 10, Usage: "lines of the latest block to show"}},
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c); err != nil {

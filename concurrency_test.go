@@ -73,7 +73,7 @@ sleep 0.3
 if [ -e exit-2 ]; then echo "[CRYO:EXIT 2] failed"; else echo "[CRYO:EXIT 0] ok"; fi
 if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE +7s]"; else echo "[CRYO:WAKE +1h]"; fi
 `
-	dir, env := newChamber(t, m, "fifty", agent, "watch_inbox = false\n")
+	dir, env := newChamber(t, m, "fifty", agent, "watch_inbox = false\nmin_interval = \"1s\"\n")
 	st, err := stateOf(m, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -438,8 +438,8 @@ echo "ran $CRYO_SESSION $(date -u +%s)" >> runs.txt
 if [ -e exit-2 ]; then echo "[CRYO:EXIT 2] failed"; else echo "[CRYO:EXIT 0] ok"; fi
 if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE ` + at + `]"; fi
 `
-	a, _ := newChamber(t, m, "alpha", agent, "")
-	b, _ := newChamber(t, m, "beta", agent, "")
+	a, _ := newChamber(t, m, "alpha", agent, "min_interval = \"1s\"\n")
+	b, _ := newChamber(t, m, "beta", agent, "min_interval = \"1s\"\n")
 	for _, dir := range []string{a, b} {
 		waitUntil(t, 40*time.Second, dir+" to complete", func() bool {
 			st, err := stateOf(m, dir)

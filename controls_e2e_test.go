@@ -85,7 +85,7 @@ func TestPauseKeepsTheSchedule(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "garden")
 	writeFiles(t, dir, map[string]string{
 		"plan.md":   "water the garden\n",
-		"cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\n",
+		"cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\nmin_interval = \"1s\"\n",
 		"agent.sh":  controlsAgent,
 		// Session 1: the plan's wake in 12 s and a TODO in 8 s.
 		"markers-1.txt": "[CRYO:EXIT 0] scheduled\n[CRYO:TODO +8s \"water the ferns\"]\n[CRYO:WAKE +12s]\n",
@@ -183,7 +183,7 @@ func TestPauseUntilResumesByItself(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "trip")
 	writeFiles(t, dir, map[string]string{
 		"plan.md":       "x\n",
-		"cryo.toml":     "agent = \"./agent.sh\"\nwatch_inbox = false\n",
+		"cryo.toml":     "agent = \"./agent.sh\"\nwatch_inbox = false\nmin_interval = \"1s\"\n",
 		"agent.sh":      controlsAgent,
 		"markers-1.txt": "[CRYO:EXIT 0] soon\n[CRYO:WAKE +3s]\n",
 	})
@@ -361,7 +361,7 @@ func TestHistory(t *testing.T) {
 		t.Errorf("rows: %+v", rows)
 	}
 	_, text := bin(t, env, dir, "history", "--dir", dir)
-	if !regexp.MustCompile(`(?m)^2 +\S+ \S+ \S+ +0s +\S+ +requested +EXIT 1 partial +1 +1 +- +half done$`).MatchString(text) {
+	if !regexp.MustCompile(`(?m)^2 +\S+ \S+ \S+ +0s +\S+ +requested +EXIT 1 partial +1 +1 +- +unknown +- +half done$`).MatchString(text) {
 		t.Errorf("history table:\n%s", text)
 	}
 	_, out = bin(t, env, dir, "history", "--dir", dir, "--json", "--since", "2099-01-01")

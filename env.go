@@ -49,6 +49,9 @@ func newEnv(stdout, stderr io.Writer) *chamber.Env {
 		Stderr:   stderr,
 	}
 	env.Checkpoint = checkpointHook(os.Getenv("CRYOCHAMBER_CRASH_AT"), os.Getenv("CRYOCHAMBER_PAUSE_AT"), os.Getenv("CRYOCHAMBER_PAUSE_FILE"))
+	if clock := testClock(os.Getenv("CRYOCHAMBER_NOW")); clock != nil {
+		env.Now = clock
+	}
 	env.OpenBackend = func(ctx context.Context, name string) (timer.Backend, error) {
 		return openBackend(ctx, env, name)
 	}
@@ -104,6 +107,23 @@ func checkpointHook(crashAt, pauseAt, pauseFile string) func(string) {
 			}
 		}
 	}
+}
+
+// testClock is a test hook, like the checkpoints: CRYOCHAMBER_NOW=<RFC 3339 instant> makes this
+// process's clock start at that instant (and run on from it), so that the end-to-end tests can
+// arm real timers for the instants the guardrails give on a night the clocks change
+// (guardrails_e2e_test.go). The timers' own services never have it: their environment is the
+// unit's.
+func testClock(v string) func() time.Time {
+	if v == "" {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return nil
+	}
+	start := time.Now()
+	return func() time.Time { return t.Add(time.Since(start)) }
 }
 
 // reachedNth parses "point[:k]" into a function that reports the k-th call with that point.

@@ -38,7 +38,7 @@ if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE +7s]"; fi
 `
 	for name, data := range map[string]string{
 		"plan.md":   "x\n",
-		"cryo.toml": "agent = \"./agent.sh\"\nagent_env = [\"AWK\"]\n",
+		"cryo.toml": "agent = \"./agent.sh\"\nagent_env = [\"AWK\"]\nmin_interval = \"1s\"\n",
 		"agent.sh":  agent,
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {

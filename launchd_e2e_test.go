@@ -33,7 +33,7 @@ func TestLaunchdLifecycle(t *testing.T) {
 	}
 	for name, data := range map[string]string{
 		"plan.md":   "x\n",
-		"cryo.toml": "agent = \"./agent.sh\"\nbackend = \"launchd\"\n",
+		"cryo.toml": "agent = \"./agent.sh\"\nbackend = \"launchd\"\nmin_interval = \"1s\"\n",
 		"agent.sh":  "#!/bin/sh\necho '[CRYO:EXIT 0] ok'\necho '[CRYO:WAKE +2h]'\n",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {

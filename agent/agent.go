@@ -45,6 +45,10 @@ type Spec struct {
 	// variables captured through agent_env) and Env override it, key by key: the operator
 	// always has the last word.
 	DefaultEnv []string
+	// Usage names the JSON output form the command prints ("claude", "codex", "opencode"; see
+	// usage.go): its text is read out of it with UsageWriter, and its usage recorded. "" for
+	// plain text.
+	Usage string
 }
 
 // Presets returns the built-in agents, keyed by name. Each call returns a fresh map, so a
@@ -90,10 +94,10 @@ type Spec struct {
 //     in args makes DIR writable too.
 func Presets() map[string]Spec {
 	return map[string]Spec{
-		"opencode": {Name: "opencode", Command: []string{"opencode", "run", "--title", "cryochamber"}, Stdin: true,
-			DefaultEnv: []string{OpencodePermission, OpencodeConfigContent}},
-		"claude": {Name: "claude", Command: []string{"claude", "-p", "--output-format", "text", "--permission-mode", "acceptEdits"}, Stdin: true},
-		"codex":  {Name: "codex", Command: []string{"codex", "exec", "--skip-git-repo-check", "-c", `sandbox_mode="workspace-write"`}, Stdin: true},
+		"opencode": {Name: "opencode", Command: []string{"opencode", "run", "--title", "cryochamber", "--format", "json"}, Stdin: true,
+			DefaultEnv: []string{OpencodePermission, OpencodeConfigContent}, Usage: "opencode"},
+		"claude": {Name: "claude", Command: []string{"claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits"}, Stdin: true, Usage: "claude"},
+		"codex":  {Name: "codex", Command: []string{"codex", "exec", "--skip-git-repo-check", "--json", "-c", `sandbox_mode="workspace-write"`}, Stdin: true, Usage: "codex"},
 	}
 }
 

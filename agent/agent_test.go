@@ -8,9 +8,9 @@ import (
 
 func TestPresets(t *testing.T) {
 	want := map[string][]string{
-		"opencode": {"opencode", "run", "--title", "cryochamber"},
-		"claude":   {"claude", "-p", "--output-format", "text", "--permission-mode", "acceptEdits"},
-		"codex":    {"codex", "exec", "--skip-git-repo-check", "-c", `sandbox_mode="workspace-write"`},
+		"opencode": {"opencode", "run", "--title", "cryochamber", "--format", "json"},
+		"claude":   {"claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits"},
+		"codex":    {"codex", "exec", "--skip-git-repo-check", "--json", "-c", `sandbox_mode="workspace-write"`},
 	}
 	p := Presets()
 	if len(p) != len(want) {
@@ -21,7 +21,7 @@ func TestPresets(t *testing.T) {
 		if !ok {
 			t.Fatalf("preset %q missing", name)
 		}
-		if s.Name != name || !reflect.DeepEqual(s.Command, argv) || !s.Stdin {
+		if s.Name != name || !reflect.DeepEqual(s.Command, argv) || !s.Stdin || s.Usage != name {
 			t.Errorf("preset %q = %+v, want Name %q, Command %q, Stdin", name, s, name, argv)
 		}
 		if Program(s) != argv[0] {
@@ -69,7 +69,7 @@ func TestInvocation(t *testing.T) {
 			spec:      Presets()["opencode"],
 			prompt:    "do it",
 			base:      []string{"PATH=/bin"},
-			wantArgv:  []string{"opencode", "run", "--title", "cryochamber"},
+			wantArgv:  []string{"opencode", "run", "--title", "cryochamber", "--format", "json"},
 			wantStdin: ptr("do it"),
 			wantEnv:   append([]string{OpencodePermission, OpencodeConfigContent, "PATH=/bin"}, cryo...),
 		},

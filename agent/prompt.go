@@ -51,6 +51,7 @@ type PromptData struct {
 	Pending               []Todo    // TODOs still pending (so the agent does not add them again)
 	Warnings              []string  // e.g. "cryo.log was corrupt and was moved aside to ..."
 	LateGrace             time.Duration
+	Limits                []string // what the operator's limits (guardrails) did to the schedule
 }
 
 // Previous is the last finished session.

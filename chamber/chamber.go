@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,6 +62,8 @@ type Env struct {
 	// OpenBackend connects to the OS timer manager by name ("" = this OS's default). ctx bounds
 	// the connection.
 	OpenBackend func(ctx context.Context, name string) (timer.Backend, error)
+	// Rand is the random source of jitter (nil: seeded from the clock and the pid).
+	Rand *rand.Rand
 }
 
 // checkpoint reports reaching a named point of a wake (see Env.Checkpoint).

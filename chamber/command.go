@@ -77,6 +77,7 @@ func (c *Config) agentSpec(name string) (agent.Spec, bool) {
 		spec.Name = name
 		if len(t.Command) > 0 {
 			spec.Command = slices.Clone(t.Command)
+			spec.Usage = "" // the operator's own command prints what it prints
 		}
 		if t.Stdin != nil {
 			spec.Stdin = *t.Stdin

@@ -47,6 +47,18 @@ type Config struct {
 	Channels        *ChannelsConfig       `toml:"channels"` // config_channels.go
 	Sandbox         *SandboxConfig        `toml:"sandbox"`  // sandbox.go: the cage sessions run in
 
+	// Guardrails on the agent's schedule (guardrails.go).
+	MinInterval        Duration `toml:"min_interval"`
+	MaxSessionsPerDay  *int     `toml:"max_sessions_per_day"`
+	QuietHours         string   `toml:"quiet_hours"`
+	QuietHoursMessages string   `toml:"quiet_hours_messages"`
+	StopAfter          string   `toml:"stop_after"`
+	MaxSessions        *int     `toml:"max_sessions"`
+	Jitter             Duration `toml:"jitter"`
+	BudgetPerDay       *float64 `toml:"budget_per_day"`   // USD (ledger.go)
+	BudgetPerMonth     *float64 `toml:"budget_per_month"` // USD
+	guard              guardConfig
+
 	// Location is Timezone loaded (the system zone when Timezone is empty).
 	Location *time.Location `toml:"-"`
 }
@@ -417,6 +429,9 @@ func (c *Config) check(name string, data []byte, local *time.Location) error {
 		}
 	}
 	if err := c.checkSandbox(name, data); err != nil {
+		return err
+	}
+	if err := c.checkGuardrails(name, data); err != nil {
 		return err
 	}
 	return c.checkChannels(name, data)

@@ -36,7 +36,11 @@ func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outco
 		rep.Add(validate.StepLog, validate.Fail, "cannot record the TODOs: %v", err)
 		return r.refuse(ctx, n, rep, o)
 	}
+	r.guardKey = v.guard.keys()
 	if v.next == nil {
+		if v.guard != nil && v.guard.End != "" {
+			r.guardEnded = v.guard // guardrails.go: the plan ends by a limit, not by the agent
+		}
 		return r.complete(ctx, n, m, o, rep)
 	}
 	if err := r.arm(ctx, rep, *v.next); err != nil {
@@ -78,6 +82,7 @@ func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outco
 	}
 	rep.WriteVerdict(r.out)
 	r.printf("hibernating: session %d at %s (%s)", n+1, v.next.In(r.cfg.Location).Format(time.RFC3339), Relative(*v.next, now))
+	r.guardTell(ctx, n, v.guard) // guardrails.go: saved by saveLast
 	if failingSince != nil {
 		r.notify(ctx, n, "recovered", fmt.Sprintf("session %d succeeded after the failures that began %s: the chamber is back on its plan (next wake %s).",
 			n, failingSince.UTC().Format(time.RFC3339), v.next.Format(time.RFC3339)))
@@ -246,8 +251,13 @@ func (r *runner) complete(ctx context.Context, n int, m *marker.Result, o outcom
 	rep.WriteVerdict(r.out)
 	r.printf("plan complete after session %d: timers removed", n)
 	summary := exitSummary(m)
-	r.notify(ctx, n, "complete", fmt.Sprintf("The plan is complete: session %d printed no WAKE (EXIT %d: %s). No timer is armed.\nTo continue it, edit plan.md and run: cryochamber start %s",
-		n, o.exit, summary, r.dir+"/"+r.planName()))
+	if c := r.guardEnded; c != nil {
+		r.guardTell(ctx, n, c) // the notice says which limit ended it (guardrails.go)
+	} else {
+		r.guardTell(ctx, n, nil)
+		r.notify(ctx, n, "complete", fmt.Sprintf("The plan is complete: session %d printed no WAKE (EXIT %d: %s). No timer is armed.\nTo continue it, edit plan.md and run: cryochamber start %s",
+			n, o.exit, summary, r.dir+"/"+r.planName()))
+	}
 	if m.Exit != nil && m.Exit.Code == 2 {
 		r.alert(ctx, n, "failure", fmt.Sprintf("session %d ended the plan with a failure (EXIT 2): %s", n, summary), r.resumeHint(), m)
 	}

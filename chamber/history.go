@@ -40,6 +40,15 @@ type HistoryRow struct {
 	TodosAdd int       `json:"todos_added"`     //
 	Alert    string    `json:"alert,omitempty"` // the alert sent after it, if any
 	NextWake string    `json:"next_wake,omitempty"`
+	// Guardrail names the cryo.toml keys that moved or ended the wake after this session
+	// ("min_interval", "quiet_hours", ...; guardrails.go).
+	Guardrail string `json:"guardrail,omitempty"`
+	// What the session used (ledger.go): null when unknown. usage_source says where it was
+	// read: "agent" is the agent's own [CRYO:USAGE] claim; a preset's name, its CLI's output.
+	TokensIn    *int64   `json:"tokens_in"`
+	TokensOut   *int64   `json:"tokens_out"`
+	CostUSD     *float64 `json:"cost_usd"`
+	UsageSource string   `json:"usage_source,omitempty"`
 }
 
 // historyFile is the index file of a year.
@@ -89,6 +98,8 @@ func (r *runner) recordHistory(n int, o outcome, m *marker.Result, stop string) 
 	if r.st.Phase == PhaseArmed && r.st.Wake != nil {
 		row.NextWake = r.st.Wake.UTC().Format(time.RFC3339)
 	}
+	row.Guardrail = r.guardKey
+	r.bookUsage(&row, m, o.end) // ledger.go
 	line, err := json.Marshal(row)
 	if err != nil {
 		return
@@ -177,15 +188,16 @@ func WriteHistory(w io.Writer, rows []HistoryRow, asJSON bool, loc *time.Locatio
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tSTARTED\tLATE\tTOOK\tWHY\tRESULT\tANSWERED\tTODOS\tALERT\tSUMMARY")
+	fmt.Fprintln(tw, "SESSION\tSTARTED\tLATE\tTOOK\tWHY\tRESULT\tANSWERED\tTODOS\tTOKENS\tCOST\tALERT\tSUMMARY")
 	for _, r := range rows {
 		result := fmt.Sprintf("EXIT %d %s", r.Exit, r.Outcome)
 		alert := r.Alert
 		if alert == "" {
 			alert = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Session, r.Started.In(loc).Format("2006-01-02 15:04 MST"), r.Late, r.Duration,
-			r.Why, result, r.Answered, r.TodosAdd, alert, termtext.Line(clipBytes(strings.TrimSpace(r.Summary), 80)))
+		tokens, cost := r.usageColumns() // ledger.go
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", r.Session, r.Started.In(loc).Format("2006-01-02 15:04 MST"), r.Late, r.Duration,
+			r.Why, result, r.Answered, r.TodosAdd, tokens, cost, alert, termtext.Line(clipBytes(strings.TrimSpace(r.Summary), 80)))
 	}
 	return tw.Flush()
 }

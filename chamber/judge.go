@@ -18,6 +18,7 @@ type verdict struct {
 	nextReason Why
 	cmdLine    string // the command of the next session ("" = the agent)
 	task       string
+	guard      *choice // what the guardrails did to next (guardrails.go)
 }
 
 // judge runs steps 1 to 3 on the markers of session n: are they valid, when is the next wake
@@ -55,11 +56,13 @@ func (r *runner) judge(rep *validate.Report, m *marker.Result, validAt time.Time
 	}
 	tooLate := validAt.Add(-r.cfg.LateGrace.D)
 	var wakeDetail string
+	var asked *time.Time // the WAKE as the agent asked for it, for the guardrails
 	step2Failed := false
 	switch {
 	case m.Wake != nil:
 		// Whole seconds, rounded up: WAKE, the state and the OS then agree exactly.
 		w := ceilSecond(m.Wake.Time.Resolve(validAt).UTC())
+		asked = &w
 		rep.SetWake(w)
 		switch {
 		case w.Before(tooLate):
@@ -120,6 +123,9 @@ func (r *runner) judge(rep *validate.Report, m *marker.Result, validAt time.Time
 		rep.Add(validate.StepWake, validate.Pass, "%s", wakeDetail)
 	default:
 		rep.Add(validate.StepWake, validate.Pass, "next wake %s for a %s (%s)", v.next.Format(time.RFC3339), v.nextReason, Relative(*v.next, now))
+	}
+	if !step1Failed && !step2Failed {
+		r.guardChoice(rep, &v, asked, validAt) // guardrails.go
 	}
 
 	// Step 3: the command of the next session: allowed, resolvable on the PATH the timer will

@@ -65,7 +65,9 @@ func ptr(t time.Time) *time.Time { return &t }
 func TestJudge(t *testing.T) {
 	end := t0                       // the session ended now
 	asap := t0.Add(6 * time.Second) // armLead ahead, rounded to the next second
-	const toml = "agent = \"/bin/true\"\n"
+	// min_interval at its smallest: these cases are about the arming lead and late_grace
+	// (the guardrails have their own, guardrails_test.go).
+	const toml = "agent = \"/bin/true\"\nmin_interval = \"1s\"\n"
 	cases := []struct {
 		name     string
 		markers  []string

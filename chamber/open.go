@@ -43,6 +43,11 @@ type runner struct {
 	dueAt       *time.Time     // when the session being finished was due
 	answered    int            // messages the session being finished claimed and answered
 	recorded    bool           // the session being finished has its history row
+	guardKey    string         // the guardrails that moved or ended the next wake (guardrails.go)
+	guardEnded  *choice        // a guardrail ended the plan (guardrails.go)
+	usage       *sessionUsage  // the session's usage read from the agent CLI's output (ledger.go)
+	unknownCost int            // a session whose cost is unknown while a budget is set (ledger.go)
+	booked      bool           // the session being finished is in the spend (ledger.go)
 	saved       []byte         // what the last save wrote (saveChanged compares with it)
 }
 

@@ -72,6 +72,7 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 	r.st.Reason = why
 	r.why, r.dueAt = why, &due
 	r.st.Holder = &Holder{PID: r.env.PID, Session: n, Since: start.UTC().Truncate(time.Second), Command: "wake"}
+	r.countSession(start) // guardrails.go
 	// The claim is committed by saving the state (phase running, the claimed names); only then
 	// are the files moved, so a crash at any point leaves the batch in the inbox or the archive,
 	// and the next command hands the same batch to the same session.
@@ -215,6 +216,9 @@ func (r *runner) execute(ctx context.Context, n int, cmd Command, due time.Time,
 		Warnings:        uniqueStrings(append(append([]string(nil), r.st.Warnings...), r.warnings...)),
 		LateGrace:       r.cfg.LateGrace.D,
 	}
+	if g := r.st.Guard; g != nil {
+		data.Limits = g.Notes // guardrails.go
+	}
 	if l := r.st.Last; l != nil {
 		data.Previous = &agent.Previous{Session: l.Session, Exit: l.Exit, Summary: l.Summary, Plans: r.st.Plans, End: l.End}
 	}
@@ -250,6 +254,7 @@ func (r *runner) execute(ctx context.Context, n int, cmd Command, due time.Time,
 		inv = agent.Spec{Command: cmd.Words, Stdin: true}.Invocation("", base, vars)
 		inv.Stdin = nil
 	}
+	inv.Argv = r.budgetArgs(cmd, inv.Argv) // ledger.go: claude's --max-budget-usd
 	// Run exactly the file that was resolved (and, inside the chamber, checked against its pin).
 	if p, err := program.Look(inv.Argv[0], r.dir, r.capturedPath()); err == nil {
 		inv.Argv = append([]string{p}, inv.Argv[1:]...)
@@ -261,12 +266,14 @@ func (r *runner) execute(ctx context.Context, n int, cmd Command, due time.Time,
 		return agent.Result{ExitCode: -1, Err: err}
 	}
 	r.printf("session %d: running %s", n, strings.Join(cmd.Words, " "))
+	stdout, done := r.usageOutput(cmd, block) // ledger.go: a preset's JSON output, read for its text and usage
+	defer done()
 	return agent.Exec(ctx, agent.Run{
 		Cage:       cage,
 		Invocation: inv,
 		Dir:        r.dir,
 		Timeout:    r.cfg.SessionTimeout.D,
-		Stdout:     block.Stdout(),
+		Stdout:     stdout,
 		Stderr:     block.Stderr(),
 		// Recorded so that a recovery after this process died ends what it left running
 		// (launchd does not clean up a job's other process groups); the session's dead-man and
@@ -374,6 +381,7 @@ func describe(o outcome, m *marker.Result) string {
 // the markers are judged at: the end of the session (also when a later command recovers it).
 func (r *runner) afterSession(ctx context.Context, n int, m *marker.Result, o outcome, validAt time.Time) error {
 	r.reportCLIConfig(ctx, n) // code-bearing CLI configuration the session left (cliconfig.go)
+	r.bookSpend(n, m, o.end)  // ledger.go: before the next wake is chosen
 	if o.failed() {
 		return r.retry(ctx, n, m, o)
 	}

@@ -208,6 +208,7 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 	st.Fallbacks = nil
 	st.Claimed = nil
 	st.ConfigSeen = ""
+	r.guardRestart() // max_sessions counts from this start (guardrails.go)
 	if err := r.accept(raw); err != nil {
 		return &Error{Msg: "cannot record the accepted configuration", Err: err}
 	}

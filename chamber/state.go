@@ -92,8 +92,9 @@ type State struct {
 	ConfigSeen string `json:"config_seen,omitempty"`
 	// Rotated is the first month whose outbox items and claimed messages stay in the live
 	// mailbox directories: older ones were moved to month directories (rotateMailbox).
-	Rotated string    `json:"rotated,omitempty"`
-	Updated time.Time `json:"updated"`
+	Rotated string      `json:"rotated,omitempty"`
+	Guard   *GuardState `json:"guard,omitempty"` // the guardrails' counts and episodes (guardrails.go)
+	Updated time.Time   `json:"updated"`
 }
 
 // Why says why a session runs (or the next one will).

@@ -68,6 +68,15 @@ type StatusInfo struct {
 	Tail          []string             `json:"tail"`
 	Warnings      []string             `json:"warnings"`
 	Sandbox       string               `json:"sandbox"` // the cage sessions run in: "bubblewrap", "sandbox-exec" or "off" (sandbox.go)
+	// Guardrails: each operator's limit that moved or ended the latest wake chosen, with what
+	// it did (guardrails.go); empty when none holds the schedule back.
+	Guardrails []string `json:"guardrails"`
+	// What the sessions of today and this month (in the chamber's zone) cost, as far as it is
+	// known (ledger.go); the *_unknown counts are sessions whose cost could not be read.
+	SpendToday        float64 `json:"spend_today_usd"`
+	SpendMonth        float64 `json:"spend_month_usd"`
+	SpendTodayUnknown int     `json:"spend_today_unknown"`
+	SpendMonthUnknown int     `json:"spend_month_unknown"`
 }
 
 // Upcoming is one wake that is coming: the plan's, a TODO's, a retry, the dead-man, an alert
@@ -169,6 +178,11 @@ func Status(ctx context.Context, env *Env, opts StatusOptions) (*StatusInfo, err
 		}
 	}
 	s.Upcoming = r.upcoming()
+	s.Guardrails = r.guardLines()
+	if g := r.st.Guard; g != nil {
+		sp := g.Spend.at(now, r.cfg.Location)
+		s.SpendToday, s.SpendMonth, s.SpendTodayUnknown, s.SpendMonthUnknown = sp.DayUSD, sp.MonthUSD, sp.DayUnknown, sp.MonthUnknown
+	}
 	if r.fs != nil {
 		s.Inbox = r.inboxCount()
 		// Counted from the listing alone: the live outbox holds up to two months of replies.
@@ -507,6 +521,12 @@ func (s *StatusInfo) WriteText(w io.Writer, loc *time.Location, now time.Time) {
 			res = "FAILED: " + c.LastError
 		}
 		p("sync "+c.Channel, "last %s: %s", When(c.LastSync, loc, now), res)
+	}
+	for _, g := range s.Guardrails {
+		p("guardrail", "%s", g)
+	}
+	if s.SpendMonth > 0 || s.SpendMonthUnknown > 0 {
+		p("spend", "%s today%s, %s this month%s", fmtUSD(s.SpendToday), unknownText(s.SpendTodayUnknown), fmtUSD(s.SpendMonth), unknownText(s.SpendMonthUnknown))
 	}
 	for _, wn := range s.Warnings {
 		p("warning", "%s", wn)

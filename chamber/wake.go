@@ -65,6 +65,13 @@ func Wake(ctx context.Context, env *Env, opts WakeOptions) error {
 		return r.save()
 	}
 	r.repairTimers(ctx, timer.Alert)
+	if !opts.Now {
+		// The operator's limits: inside quiet hours or over the daily cap the wake defers
+		// (a message stays in the inbox); past stop_after or max_sessions the plan ends.
+		if held, err := r.guardWake(ctx, why); held {
+			return err
+		}
+	}
 	if why == WhyInbox {
 		r.settleInbox(ctx)
 	}
@@ -212,7 +219,7 @@ func (r *runner) inboxLast(ctx context.Context) {
 	now := r.now()
 	req := r.store.flag(requestName)
 	pending := req || (*r.cfg.WatchInbox && r.inboxCount() > 0)
-	if !pending || r.st.Wake == nil || !r.st.Wake.After(now.Add(2*armLead)) {
+	if !pending || r.st.Wake == nil || !r.st.Wake.After(now.Add(2*armLead)) || r.guardHolds() {
 		return
 	}
 	t := now.Add(armLead).Truncate(time.Second).Add(time.Second)

@@ -46,6 +46,9 @@ type Result struct {
 	Replies   []Reply
 	Todos     []Todo
 	TodosDone []TodoDone // [CRYO:TODO-DONE <id>], in order
+	// Usage is the last valid USAGE marker: what the agent says the session used (its claim;
+	// usage.go). nil when there is none.
+	Usage *Usage
 	// Errors are the problems that must refuse hibernation. They and Warnings are sorted by line.
 	Errors []*ParseError
 	// Warnings are reported but do not refuse: unknown keywords, and invalid EXIT, WAKE or CMD
@@ -133,6 +136,7 @@ type Parser struct {
 	replies   []Reply
 	todos     []Todo
 	todosDone []TodoDone
+	usage     *Usage
 	over      map[string]bool // keywords whose count limit has been reported
 
 	errs, warns capped
@@ -254,6 +258,7 @@ var keywords = map[string]closeMode{
 	"REPLY":     closeQuoted,
 	"TODO":      closeQuoted,
 	"TODO-DONE": closeFirst,
+	"USAGE":     closeFirst,
 }
 
 // maxKeyword is the length of the longest keyword: a longer token is no keyword.
@@ -336,7 +341,7 @@ func (p *Parser) marker(n int, s string, start int) int {
 	if !known {
 		msg := "marker without a keyword ignored"
 		if token != "" {
-			msg = fmt.Sprintf("unknown marker keyword %s ignored (want EXIT, WAKE, CMD, PLAN, FALLBACK, REPLY, TODO or TODO-DONE)", quote(token))
+			msg = fmt.Sprintf("unknown marker keyword %s ignored (want EXIT, WAKE, CMD, PLAN, FALLBACK, REPLY, TODO, TODO-DONE or USAGE)", quote(token))
 		}
 		p.warn(&ParseError{Line: n, Msg: msg})
 		return next
@@ -407,6 +412,8 @@ func (p *Parser) marker(n int, s string, start int) int {
 		case p.room(n, kw, len(p.todosDone), MaxTodos):
 			p.todosDone = append(p.todosDone, TodoDone{ID: body, Line: n})
 		}
+	case "USAGE":
+		p.usageMarker(n, body) // usage.go
 	}
 	return next
 }
@@ -661,6 +668,10 @@ func (p *Parser) Result() *Result {
 		Replies:   slices.Clone(p.replies),
 		Todos:     slices.Clone(p.todos),
 		TodosDone: slices.Clone(p.todosDone),
+	}
+	if p.usage != nil {
+		u := *p.usage
+		r.Usage = &u
 	}
 	if p.exit != nil {
 		e := *p.exit

@@ -323,6 +323,11 @@ func (s *Server) chamberPage(w http.ResponseWriter, r *http.Request) {
 		}
 	})
 	wg.Go(func() { data.Block = readBlock(ctx, v, dir, session, st.Session) })
+	wg.Go(func() { // spend.go
+		if rows, err := v.history(ctx, dir, now.AddDate(0, 0, -spendDays-1), time.Time{}); err == nil {
+			data.Spend = spendChart(rows, v.location(ctx, dir), now)
+		}
+	})
 	wg.Go(func() {
 		if d, err := chamber.ReadDocuments(ctx, v.with(io.Discard), dir); err == nil {
 			data.Docs = d

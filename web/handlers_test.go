@@ -303,6 +303,8 @@ func TestDashboard(t *testing.T) {
 			"dead-man check",                              // the fallback timer
 			`name="cryo-token" content="` + f.token + `"`, // for the script's POSTs
 			`data-chamber="` + alpha + `"`,
+			`<svg class="spend"`, // the spend chart (issue 25)
+			"of unknown cost",    // its sessions report no usage: marked, not free
 		} {
 			if !strings.Contains(body, want) {
 				t.Errorf("chamber page lacks %q", want)

@@ -214,6 +214,7 @@ type chamberData struct {
 	MessagesErr string
 	Block       blockData
 	Docs        *chamber.Documents // plan.md and NOTES.md, read-only
+	Spend       template.HTML      // the spend chart (spend.go); "" when nothing ran lately
 }
 
 // maxMessages bounds the conversation on the page: a chamber of five years holds hundreds.

@@ -79,7 +79,13 @@ type Reply struct {
 	// request's API format whose message is Error.
 	Status int
 	Error  string
+	// Usage, when set, is the token usage the reply reports (each API's own usage fields);
+	// otherwise it is estimated from the request's and the reply's lengths.
+	Usage *Tokens
 }
+
+// Tokens is the usage a reply reports: tokens read (the prompt) and written.
+type Tokens struct{ In, Out int }
 
 // Text is a reply sent as one chunk.
 func Text(s string) Reply { return Reply{Chunks: []string{s}} }
@@ -474,6 +480,9 @@ func (s *Server) answer(w http.ResponseWriter, r Request, rep Reply) {
 	inTok, outTok := len(r.Body)/4+1, len(text)/4+1
 	for _, c := range calls {
 		outTok += len(c.Input) / 4
+	}
+	if rep.Usage != nil {
+		inTok, outTok = rep.Usage.In, rep.Usage.Out
 	}
 	// A reply that only calls tools has no text part (the APIs send none either).
 	withText := len(calls) == 0 || text != ""

@@ -45,6 +45,11 @@ type Config struct {
 	Email           *EmailConfig          `toml:"email"`
 	Webhook         *WebhookConfig        `toml:"webhook"`
 	Channels        *ChannelsConfig       `toml:"channels"` // config_channels.go
+	// Issue 26 (config_heartbeat.go): the off-machine monitor, the summaries filed in the
+	// outbox, and the periodic digest.
+	Heartbeat *HeartbeatConfig `toml:"heartbeat"`
+	Summaries string           `toml:"summaries"`
+	Digest    string           `toml:"digest"`
 
 	// Location is Timezone loaded (the system zone when Timezone is empty).
 	Location *time.Location `toml:"-"`
@@ -414,6 +419,9 @@ func (c *Config) check(name string, data []byte, local *time.Location) error {
 		if w.SecretEnv != "" && !validEnvName(w.SecretEnv) {
 			return bad("webhook", "secret_env", "%q is not a valid environment variable name", w.SecretEnv)
 		}
+	}
+	if err := c.checkHeartbeat(name, data); err != nil {
+		return err
 	}
 	return c.checkChannels(name, data)
 }

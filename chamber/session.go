@@ -93,6 +93,7 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 	// Every session has a dead-man, whatever woke it: if this process dies, or the agent hangs,
 	// someone is told at start + fallback_after.
 	r.armDeadman(ctx, start)
+	r.heartbeatStart(ctx, n) // bounded: a few seconds at most (heartbeat.go)
 	// The connection to the timer manager is kept across the agent's run (up to hours): if the
 	// bus went away meanwhile, the first call after fails as a dropped connection and
 	// withBackend dials again.

@@ -290,5 +290,6 @@ func (c *Config) secretNames() []string {
 	if c.Webhook != nil && c.Webhook.SecretEnv != "" {
 		names = append(names, c.Webhook.SecretEnv)
 	}
+	names = append(names, c.heartbeatSecretNames()...)
 	return append(names, c.ChannelSecretNames()...)
 }

@@ -66,6 +66,9 @@ type StatusInfo struct {
 	Sync          []channel.SyncStatus `json:"sync"` // each channel's last sync ([channels])
 	Tail          []string             `json:"tail"`
 	Warnings      []string             `json:"warnings"`
+
+	// The off-machine monitor's last answer ([heartbeat], heartbeat.go).
+	Heartbeat *HeartbeatRecord `json:"heartbeat"`
 }
 
 // Upcoming is one wake that is coming: the plan's, a TODO's, a retry, the dead-man, an alert
@@ -169,6 +172,8 @@ func Status(ctx context.Context, env *Env, opts StatusOptions) (*StatusInfo, err
 		}
 	}
 	s.Undelivered = r.undelivered()
+	hb, hbWarn := r.heartbeatStatus()
+	s.Heartbeat, s.Warnings = hb, append(s.Warnings, hbWarn...)
 	if list, err := channel.LastSync(string(r.store)); err == nil && list != nil {
 		s.Sync = list
 	} else {

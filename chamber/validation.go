@@ -78,6 +78,7 @@ func Validate(ctx context.Context, env *Env, opts ValidateOptions, print io.Writ
 		r.checkArmed(ctx, rep)
 	}
 	r.hostChecks(rep)
+	r.checkHeartbeatMonitor(ctx, rep)
 	rep.Finish()
 	return rep, nil
 }

@@ -331,6 +331,7 @@ func (s *syncer) push(ctx context.Context, ch Channel, st *State, now time.Time,
 func (s *syncer) todo(ch Channel, st *State) []Outgoing {
 	floor := st.Floor.UTC().Format(namePrefixLayout)
 	var items []Outgoing
+	filedSummary := map[int]bool{}
 	for _, name := range s.names {
 		id := strings.TrimSuffix(name, ".md")
 		if id < floor {
@@ -353,6 +354,15 @@ func (s *syncer) todo(ch Channel, st *State) []Outgoing {
 		}
 		switch m.Kind {
 		case message.KindReply, message.KindNotice, message.KindAlert:
+		case message.KindSummary:
+			// A session's summary filed in the outbox (summaries = "outbox"): published only
+			// where the channel wants summaries, and then instead of the one from the state.
+			if !ch.Summaries() {
+				continue
+			}
+			if m.SealedBy(s.key) {
+				filedSummary[m.Session] = true // a forged one never hides the real one
+			}
 		default:
 			continue
 		}
@@ -363,7 +373,7 @@ func (s *syncer) todo(ch Channel, st *State) []Outgoing {
 		items = append(items, Outgoing{ID: id, Ref: Ref(s.o.ID, id), Kind: v.Kind, From: v.From, Subject: m.Subject,
 			Session: m.Session, Time: m.Time, Body: m.Body, InReplyTo: m.InReplyTo})
 	}
-	if sum := s.o.Summary; sum != nil && ch.Summaries() && !sum.End.Before(st.Floor) {
+	if sum := s.o.Summary; sum != nil && ch.Summaries() && !sum.End.Before(st.Floor) && !filedSummary[sum.Session] {
 		id := "session-" + strconv.Itoa(sum.Session)
 		if _, done := st.Sent[id]; !done {
 			items = append(items, Outgoing{ID: id, Ref: Ref(s.o.ID, id), Kind: "summary", From: "cryochamber",

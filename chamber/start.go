@@ -199,6 +199,7 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 		r.warnf("cannot record the chamber for `cryochamber ps`: %v", err)
 	}
 	r.syncTimer(ctx)
+	r.syncDigestTimer(ctx) // digest.go
 	r.printf("starting chamber %s (%s) with %s", dir, id, cmd.Line)
 	return r.runSession(ctx, st.Session+1, env.Now(), WhyStart)
 }

@@ -104,7 +104,7 @@ func Cancel(ctx context.Context, env *Env, opts CancelOptions) error {
 	if err := r.save(); err != nil {
 		return err
 	}
-	r.heartbeatPause(ctx) // the monitor expects nothing more
+	r.heartbeatPause(ctx)  // the monitor expects nothing more
 	r.syncDigestTimer(ctx) // takes this chamber out of the user's digest timer
 	// The channel secrets `sync --install` captured go with the sync timer.
 	if err := os.Remove(r.store.path(filepath.Join("sync", "secrets"))); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -534,10 +534,14 @@ func mergeEnv(base, vars []string) []string {
 	return out
 }
 
+// uniqueStrings drops repeated strings, keeping the first of each in order, in linear time
+// (the warnings of a wake may be many).
 func uniqueStrings(in []string) []string {
 	var out []string
+	seen := make(map[string]bool, len(in))
 	for _, s := range in {
-		if !slices.Contains(out, s) {
+		if !seen[s] {
+			seen[s] = true
 			out = append(out, s)
 		}
 	}

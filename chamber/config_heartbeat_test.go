@@ -73,3 +73,14 @@ func TestDigestSchedule(t *testing.T) {
 		t.Fatalf("OnCalendar = %q", got)
 	}
 }
+
+func TestMaxPerDayConfig(t *testing.T) {
+	const base = "[channels]\nmax_per_day = %s\n[channels.zulip]\nsite = \"https://chat.example.com\"\nemail = \"bot@example.com\"\ntoken_env = \"Z\"\nstream = \"ops\"\nallowed_users = [\"a@example.com\"]\n"
+	if _, err := ParseConfig("cryo.toml", []byte(strings.Replace(base, "%s", "-1", 1)), time.UTC); err == nil || !strings.Contains(err.Error(), "channels.max_per_day: must be between 1 and 10000, not -1") {
+		t.Fatalf("max_per_day = -1: %v", err)
+	}
+	cfg, err := ParseConfig("cryo.toml", []byte(strings.Replace(base, "max_per_day = %s\n", "", 1)), time.UTC)
+	if err != nil || cfg.Channels.MaxPerDay != DefaultMaxPerDay {
+		t.Fatalf("default max_per_day: %+v, %v", cfg, err)
+	}
+}

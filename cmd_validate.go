@@ -14,7 +14,9 @@ func validateCommand(env *chamber.Env) *cli.Command {
 		Name:  "validate",
 		Usage: "run every check the next wake runs, on the latest block and the armed timers, printing each step",
 		Description: `The exit status is 1 when the checks would refuse to hibernate. --json prints one object with
-ok, plan_complete, exit, wake, cmd, plans, fallbacks, errors, warnings and checks.`,
+ok, plan_complete, exit, wake, cmd, plans, fallbacks, errors, warnings and checks. With
+[heartbeat] and its api_url, step 9 reads the monitor's check back (the timeout it holds
+against the next wake); a monitor that cannot be reached is a warning, never a refusal.`,
 		Flags: []cli.Flag{dirFlag(), jsonFlag()},
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c); err != nil {

@@ -234,3 +234,23 @@ func absDur(d time.Duration) time.Duration {
 	}
 	return d
 }
+
+// heartbeatLine is status's line about the monitor.
+func heartbeatLine(hb *HeartbeatRecord, loc *time.Location, now time.Time) string {
+	if hb.At.IsZero() {
+		return "nothing sent yet"
+	}
+	line := fmt.Sprintf("last %s %s: ", hb.Last, When(hb.At, loc, now))
+	if hb.OK {
+		line += "ok"
+	} else {
+		line += "FAILED: " + hb.Error
+	}
+	switch {
+	case hb.Paused:
+		line += "; the check is paused"
+	case hb.Expect != nil:
+		line += fmt.Sprintf("; the monitor expects the next ping %s (timeout %ds, grace %ds)", When(*hb.Expect, loc, now), hb.Timeout, hb.Grace)
+	}
+	return line
+}

@@ -493,6 +493,9 @@ func (s *StatusInfo) WriteText(w io.Writer, loc *time.Location, now time.Time) {
 		}
 		p("sync "+c.Channel, "last %s: %s", When(c.LastSync, loc, now), res)
 	}
+	if hb := s.Heartbeat; hb != nil {
+		p("heartbeat", "%s", heartbeatLine(hb, loc, now)) // heartbeat.go
+	}
 	for _, wn := range s.Warnings {
 		p("warning", "%s", wn)
 	}

@@ -201,3 +201,20 @@ func TestSummariesOff(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// The session that completes the plan pings success and pauses the check: the monitor expects
+// nothing more.
+func TestHeartbeatPausedAtCompletion(t *testing.T) {
+	m := systemdtest.Start(t)
+	hc := hctest.Start(t)
+	toml := "agent = \"./agent.sh\"\n[heartbeat]\nurl = \"" + hc.PingURL + "\"\napi_url = \"" + hc.URL + "\"\napi_key_env = \"HC_API_KEY\"\ncheck = \"" + hc.UUID + "\"\n"
+	c := newTrial(t, m, toml, "#!/bin/sh\necho \"[CRYO:EXIT 0] all done\"\n", nil)
+	c.env = append(c.env, "HC_API_KEY="+hc.Key)
+	c.start(0)
+	if got, want := hc.Kinds(), []string{"start", "success", "pause"}; !slices.Equal(got, want) {
+		t.Fatalf("the completing session sent %v, want %v", got, want)
+	}
+	if s := hc.StatusAt(time.Now().Add(365 * 24 * time.Hour)); s != "paused" {
+		t.Fatalf("a year on the check is %s, want paused", s)
+	}
+}

@@ -244,6 +244,13 @@ func (r *runner) syncDigestTimer(ctx context.Context) {
 			}
 		}
 	}
+	if r.cfg.Digest == "" {
+		installed := false
+		_ = r.withBackend(ctx, func(be timer.Backend) error { installed = timer.DigestInstalled(be); return nil })
+		if !installed {
+			return // no digest here, no digest timer: nothing to take in or out
+		}
+	}
 	var cals []string
 	for _, dir := range readRegistry(r.env.Registry) {
 		cfg, phase := r.cfg, PhaseArmed

@@ -98,3 +98,13 @@ func UninstallDigest(ctx context.Context, be Backend) error {
 	}
 	return nil
 }
+
+// DigestInstalled reports whether the user's digest timer is installed (its unit file is
+// there): a command that takes a chamber without a digest out of it has nothing to do
+// otherwise, and must not make the manager reload for nothing.
+func DigestInstalled(be Backend) bool {
+	if b, ok := be.(*systemdBackend); ok {
+		return b.exists(DigestTimerUnit) || b.exists(DigestServiceUnit)
+	}
+	return false
+}

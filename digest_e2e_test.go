@@ -76,7 +76,9 @@ echo "[CRYO:WAKE +2h]"
 	if arrived := time.Now(); arrived.Before(at) {
 		t.Fatalf("the digest arrived at %s, before its time %s", arrived, at)
 	}
-	// ...and it is in the outbox, sealed, for the channels.
+	// ...and it is in the outbox, sealed, for the channels (the copy is written after the
+	// delivery: once the digest service has finished).
+	m.WaitIdle(t, time.Minute, "cryochamber-digest.service")
 	var notice *message.Message
 	for _, it := range c.outbox() {
 		if it.Kind == message.KindNotice && strings.Contains(it.Body, "Sessions run: 2") {
@@ -88,7 +90,6 @@ echo "[CRYO:WAKE +2h]"
 		t.Fatalf("no sealed digest notice in the outbox: %+v", c.outbox())
 	}
 	// One per period: running the timer's command again sends nothing.
-	m.WaitIdle(t, time.Minute, "cryochamber-digest.service")
 	c.must(0, "digest", "--all", "--due", "--send")
 	if n := len(mailsWith(smtp, "digest,")); n != 1 {
 		t.Fatalf("%d digest mails after a second --due run, want 1", n)

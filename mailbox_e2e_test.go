@@ -23,7 +23,8 @@ func TestMailboxRotatesByMonth(t *testing.T) {
 	}
 	for file, data := range map[string]string{
 		"plan.md":   "x\n",
-		"cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\n",
+		// summaries off: the live outbox then holds exactly the items this test put there.
+		"cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\nsummaries = \"off\"\n",
 		"agent.sh":  "#!/bin/sh\necho \"[CRYO:EXIT 0] ok\"\necho \"[CRYO:WAKE +1h]\"\n",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, file), []byte(data), 0o755); err != nil {

@@ -95,7 +95,13 @@ func TestHeartbeatFollowsTheSessions(t *testing.T) {
 
 	// Session 3 ends well: the check is up, and expects the next ping at the next wake.
 	c.must(0, "wake", "--dir", c.dir, "--now")
-	next := expectTimeout("session 3")
+	expectTimeout("session 3")
+	// The operator moves the next wake: the monitor is told, counting from the last ping.
+	c.must(0, "wake", "--dir", c.dir, "--at", "+3h")
+	if k := hc.Kinds(); k[len(k)-1] != "update" {
+		t.Fatalf("wake --at did not update the check: %v", k)
+	}
+	next := expectTimeout("wake --at")
 
 	// The machine is gone: nothing of ours runs any more. The monitor alone says so, at
 	// exactly the next wake plus grace.
@@ -116,6 +122,7 @@ func TestHeartbeatFollowsTheSessions(t *testing.T) {
 
 	// validate reads the check back as a step.
 	m.Restart(t)
+	m.WaitIdle(t, time.Minute, "cryo-*") // the boot unit's wake (nothing due) has come and gone
 	c.env = append(managerEnv(m), "HC_API_KEY="+hc.Key)
 	out := c.stdout("validate", "--dir", c.dir, "--json")
 	var v struct {
@@ -142,7 +149,12 @@ func TestHeartbeatFollowsTheSessions(t *testing.T) {
 		t.Fatalf("validate shows no heartbeat step:\n%s", out)
 	}
 
-	// cancel pauses the check: the monitor expects nothing more.
+	// pause pauses the check (no false alarm while the operator is away); cancel too.
+	c.must(0, "pause", "--dir", c.dir)
+	if k := hc.Kinds(); k[len(k)-1] != "pause" {
+		t.Fatalf("after pause the monitor got %v", k)
+	}
+	c.must(0, "resume", "--dir", c.dir)
 	c.must(0, "cancel", "--dir", c.dir)
 	if k := hc.Kinds(); k[len(k)-1] != "pause" || hc.StatusAt(next.Add(48*time.Hour)) != "paused" {
 		t.Fatalf("after cancel the monitor got %v and says %s, want a pause", k, hc.StatusAt(next.Add(48*time.Hour)))

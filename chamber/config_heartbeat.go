@@ -65,13 +65,11 @@ func (c *Config) checkHeartbeat(name string, data []byte) error {
 	if h == nil {
 		return nil
 	}
-	if h.URL == "" && h.APIURL == "" {
-		return bad("heartbeat", "url", "is required (the check's ping URL, such as https://hc-ping.com/<uuid>)")
+	if h.URL == "" {
+		return bad("heartbeat", "url", "is required (the check's ping URL, such as https://hc-ping.com/<uuid>): without pings the monitor never expects anything")
 	}
-	if h.URL != "" {
-		if err := heartbeat.CheckURL(h.URL); err != nil {
-			return bad("heartbeat", "url", "%v", err)
-		}
+	if err := heartbeat.CheckURL(h.URL); err != nil {
+		return bad("heartbeat", "url", "%v", err)
 	}
 	if h.APIURL != "" || h.APIKeyEnv != "" || h.Check != "" {
 		switch {

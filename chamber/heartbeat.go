@@ -40,6 +40,7 @@ type HeartbeatRecord struct {
 	Timeout  int        `json:"timeout,omitempty"` // the timeout last set (seconds)
 	Grace    int        `json:"grace,omitempty"`
 	Expect   *time.Time `json:"expect,omitempty"` // the next ping the monitor expects
+	LastPing *time.Time `json:"last_ping,omitempty"` // the last success or fail ping the monitor took (it counts the timeout from it)
 	Paused   bool       `json:"paused,omitempty"`
 }
 
@@ -120,10 +121,15 @@ func (r *runner) heartbeatEnd(ctx context.Context, n int, good bool, reason stri
 			kind = heartbeat.Fail
 		}
 		err := r.heartbeatClient(endPingDeadline).Ping(ctx, h.URL, kind, fmt.Sprintf("session %d: %s", n, reason))
-		r.noteHeartbeat(string(kind), err, nil)
 		if err == nil {
 			pinged = r.now()
 		}
+		r.noteHeartbeat(string(kind), err, func(rec *HeartbeatRecord) {
+			if err == nil {
+				t := pinged.UTC()
+				rec.LastPing = &t
+			}
+		})
 	}
 	switch {
 	case next != nil:
@@ -156,6 +162,19 @@ func (r *runner) heartbeatExpect(ctx context.Context, next, from time.Time) {
 			rec.Timeout, rec.Grace, rec.Expect, rec.Paused = ch.Timeout, ch.Grace, &t, false
 		}
 	})
+}
+
+// heartbeatRearm sets the check's timeout again after the operator moved the next wake
+// (`wake --at`): counted, as the monitor counts it, from the last ping it took.
+func (r *runner) heartbeatRearm(ctx context.Context) {
+	if r.cfg.Heartbeat == nil || r.st.Phase != PhaseArmed || r.st.Wake == nil {
+		return
+	}
+	from := r.now()
+	if rec := r.loadHeartbeat(); rec.LastPing != nil {
+		from = *rec.LastPing
+	}
+	r.heartbeatExpect(ctx, *r.st.Wake, from)
 }
 
 // heartbeatPause pauses the check: the plan is complete or cancelled, no ping is expected.

@@ -39,7 +39,7 @@ type HeartbeatRecord struct {
 	Failure  string     `json:"failure,omitempty"`
 	Timeout  int        `json:"timeout,omitempty"` // the timeout last set (seconds)
 	Grace    int        `json:"grace,omitempty"`
-	Expect   *time.Time `json:"expect,omitempty"` // the next ping the monitor expects
+	Expect   *time.Time `json:"expect,omitempty"`    // the next ping the monitor expects
 	LastPing *time.Time `json:"last_ping,omitempty"` // the last success or fail ping the monitor took (it counts the timeout from it)
 	Paused   bool       `json:"paused,omitempty"`
 }

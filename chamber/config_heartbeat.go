@@ -177,5 +177,9 @@ func (d DigestSchedule) OnCalendar(loc *time.Location) string {
 	if d.Weekly {
 		day = d.Day.String()[:3] + " "
 	}
-	return fmt.Sprintf("%s*-*-* %02d:%02d:00 %s", day, d.Hour, d.Minute, loc.String())
+	zone := " " + loc.String()
+	if loc == time.Local || loc.String() == "Local" || loc.String() == "" {
+		zone = "" // the machine's zone, which is also systemd's default
+	}
+	return fmt.Sprintf("%s*-*-* %02d:%02d:00%s", day, d.Hour, d.Minute, zone)
 }

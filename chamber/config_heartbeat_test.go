@@ -69,6 +69,9 @@ func TestDigestSchedule(t *testing.T) {
 	if got := daily.OnCalendar(berlin); got != "*-*-* 09:00:00 Europe/Berlin" {
 		t.Fatalf("OnCalendar = %q", got)
 	}
+	if got := daily.OnCalendar(time.Local); got != "*-*-* 09:00:00" {
+		t.Fatalf("OnCalendar in the machine's zone = %q", got)
+	}
 	if got := d.OnCalendar(berlin); got != "Mon *-*-* 09:00:00 Europe/Berlin" {
 		t.Fatalf("OnCalendar = %q", got)
 	}

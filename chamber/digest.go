@@ -252,6 +252,7 @@ func (r *runner) syncDigestTimer(ctx context.Context) {
 		}
 	}
 	var cals []string
+	var nexts []time.Time
 	for _, dir := range readRegistry(r.env.Registry) {
 		cfg, phase := r.cfg, PhaseArmed
 		if cancelled {
@@ -273,6 +274,7 @@ func (r *runner) syncDigestTimer(ctx context.Context) {
 		}
 		if d, err := ParseDigest(cfg.Digest); err == nil {
 			cals = append(cals, d.OnCalendar(cfg.Location))
+			nexts = append(nexts, d.Next(r.now(), cfg.Location))
 		}
 	}
 	envFile := filepath.Join(r.env.StateDir, "digest.env")
@@ -294,7 +296,8 @@ func (r *runner) syncDigestTimer(ctx context.Context) {
 		if err := writePrivate(envFile, data); err != nil {
 			return err
 		}
-		return timer.InstallDigest(ctx, be, timer.DigestJob{Argv: []string{r.fallbackBinary(), "digest", "--all", "--due", "--send"}, Calendars: cals, EnvFile: envFile})
+		return timer.InstallDigest(ctx, be, timer.DigestJob{Argv: []string{r.fallbackBinary(), "digest", "--all", "--due", "--send"}, Calendars: cals, EnvFile: envFile,
+			Next: nexts, Env: vars, Stdout: filepath.Join(r.env.StateDir, "digest.out"), Stderr: filepath.Join(r.env.StateDir, "digest.err")})
 	})
 	switch {
 	case err != nil && len(cals) > 0:

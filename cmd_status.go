@@ -19,7 +19,10 @@ It also names the sandbox sessions run in ("sandbox": "bubblewrap", "sandbox-exe
 Besides the plan's state, status shows each limit of cryo.toml that holds the schedule back
 now (a "guardrail:" line; --json: guardrails) and what today's and this month's sessions cost
 (--json: spend_today_usd, spend_month_usd, and spend_today_unknown, spend_month_unknown: the
-sessions whose cost could not be read).`,
+sessions whose cost could not be read).
+With [heartbeat] in cryo.toml, status also shows the off-machine monitor's last answer
+(` + "`heartbeat`" + ` in --json: last, at, ok, error, timeout, grace, expect, paused) and warns when a
+ping or an API call failed.`,
 		Flags: []cli.Flag{dirFlag(), jsonFlag(), &cli.IntFlag{Name: "lines", Value: 10, Usage: "lines of the latest block to show"}},
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c); err != nil {

@@ -267,7 +267,7 @@ func (s *syncRun) once(ctx context.Context, cfg *chamber.Config) error {
 	}
 	results, err := channel.Run(ctx, channel.Options{
 		Dir: s.dir, ID: s.id, StateDir: s.state, Channels: chans, Summary: sum,
-		Now: s.env.Now, Checkpoint: s.env.Checkpoint,
+		Now: s.env.Now, Checkpoint: s.env.Checkpoint, MaxPerDay: cfg.Channels.MaxPerDay,
 	})
 	if errors.Is(err, channel.ErrBusy) {
 		fmt.Fprintf(s.env.Stdout, "another sync of this chamber is running: nothing to do\n")
@@ -299,6 +299,12 @@ func (s *syncRun) once(ctx context.Context, cfg *chamber.Config) error {
 		}
 		for _, w := range r.Warnings {
 			fmt.Fprintf(s.env.Stderr, "cryochamber: warning: %s\n", termtext.Line(w))
+		}
+		if r.Capped != "" {
+			// One notice to the operator's own targets the first time in a day (issue 22).
+			if err := chamber.ChannelNotice(ctx, s.env, s.dir, "channel-cap", r.Capped+".\nRaise [channels] max_per_day in cryo.toml (then `cryochamber reload`) if this is expected; otherwise look at what the agent writes to its outbox."); err != nil {
+				fmt.Fprintf(s.env.Stderr, "cryochamber: warning: the operator was not told that max_per_day bit: %s\n", termtext.Line(err.Error()))
+			}
 		}
 		if r.Err != nil {
 			fmt.Fprintf(s.env.Stderr, "cryochamber: %s: %s\n", r.Channel, termtext.Line(r.Err.Error()))

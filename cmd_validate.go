@@ -16,7 +16,9 @@ func validateCommand(env *chamber.Env) *cli.Command {
 		Description: `The exit status is 1 when the checks would refuse to hibernate. --json prints one object with
 ok, plan_complete, exit, wake, cmd, plans, fallbacks, errors, warnings and checks. A step 3 line
 says whether the session sandbox can be set up (it fails when it cannot, and warns while
-[sandbox] mode is "off").`,
+[sandbox] mode is "off").
+[heartbeat] and its api_url, step 9 reads the monitor's check back (the timeout it holds
+against the next wake); a monitor that cannot be reached is a warning, never a refusal.`,
 		Flags: []cli.Flag{dirFlag(), jsonFlag()},
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c); err != nil {

@@ -23,7 +23,7 @@ func TestMailboxRotatesByMonth(t *testing.T) {
 	}
 	for file, data := range map[string]string{
 		"plan.md":   "x\n",
-		"cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\n",
+		"cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\nsummaries = \"off\"\n", // the live outbox then holds exactly what this test put there
 		"agent.sh":  "#!/bin/sh\necho \"[CRYO:EXIT 0] ok\"\necho \"[CRYO:WAKE +1h]\"\n",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, file), []byte(data), 0o755); err != nil {

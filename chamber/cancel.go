@@ -104,6 +104,8 @@ func Cancel(ctx context.Context, env *Env, opts CancelOptions) error {
 	if err := r.save(); err != nil {
 		return err
 	}
+	r.heartbeatPause(ctx)  // the monitor expects nothing more
+	r.syncDigestTimer(ctx) // takes this chamber out of the user's digest timer
 	// The channel secrets `sync --install` captured go with the sync timer.
 	if err := os.Remove(r.store.path(filepath.Join("sync", "secrets"))); err != nil && !errors.Is(err, os.ErrNotExist) {
 		r.warnf("cannot remove the captured channel secrets: %v", err)
@@ -202,6 +204,7 @@ func (r *runner) honourCancel(ctx context.Context, n int, o outcome) error {
 		return err
 	}
 	r.recordHistory(n, o, nil, "cancelled")
+	r.heartbeatEnd(ctx, n, o.exit != 2 && !o.failed(), "cancelled during the session", nil, true)
 	r.printf("the chamber was cancelled during session %d: nothing armed", n)
 	return nil
 }

@@ -59,6 +59,12 @@ type Config struct {
 	BudgetPerMonth     *float64 `toml:"budget_per_month"` // USD
 	guard              guardConfig
 
+	// Issue 26 (config_heartbeat.go): the off-machine monitor, the summaries filed in the
+	// outbox, and the periodic digest.
+	Heartbeat *HeartbeatConfig `toml:"heartbeat"`
+	Summaries string           `toml:"summaries"`
+	Digest    string           `toml:"digest"`
+
 	// Location is Timezone loaded (the system zone when Timezone is empty).
 	Location *time.Location `toml:"-"`
 }
@@ -429,6 +435,9 @@ func (c *Config) check(name string, data []byte, local *time.Location) error {
 		}
 	}
 	if err := c.checkSandbox(name, data); err != nil {
+		return err
+	}
+	if err := c.checkHeartbeat(name, data); err != nil {
 		return err
 	}
 	if err := c.checkGuardrails(name, data); err != nil {

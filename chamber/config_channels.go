@@ -23,6 +23,9 @@ type ChannelsConfig struct {
 	Email        *EmailChannel  `toml:"email" json:"email,omitempty"`
 	GitHub       *GitHubChannel `toml:"github" json:"github,omitempty"`
 	Zulip        *ZulipChannel  `toml:"zulip" json:"zulip,omitempty"`
+	// MaxPerDay caps what each channel publishes from the outbox in any 24 hours (issue 22):
+	// an agent that floods its outbox floods no issue, topic or mailbox. One notice when it bites.
+	MaxPerDay int `toml:"max_per_day" json:"max_per_day"`
 }
 
 // EmailChannel is [channels.email]: replies to the chamber's mails, read by IMAP; the outbox,
@@ -62,6 +65,12 @@ type ZulipChannel struct {
 	AllowedUsers []string `toml:"allowed_users" json:"allowed_users"`
 	Summaries    *bool    `toml:"summaries" json:"summaries"`
 }
+
+// DefaultMaxPerDay is max_per_day when cryo.toml does not set it; MaxMaxPerDay bounds it.
+const (
+	DefaultMaxPerDay = 100
+	MaxMaxPerDay     = 10000
+)
 
 // DefaultPollInterval is how often the sync timer runs `cryochamber sync`.
 const DefaultPollInterval = 5 * time.Minute
@@ -112,6 +121,12 @@ func (c *Config) checkChannels(name string, data []byte) error {
 	}
 	if ch.PollInterval.D < MinPollInterval {
 		return bad("channels", "poll_interval", "must be at least %v", MinPollInterval)
+	}
+	switch {
+	case ch.MaxPerDay == 0:
+		ch.MaxPerDay = DefaultMaxPerDay
+	case ch.MaxPerDay < 0 || ch.MaxPerDay > MaxMaxPerDay:
+		return bad("channels", "max_per_day", "must be between 1 and %d, not %d", MaxMaxPerDay, ch.MaxPerDay)
 	}
 	secret := func(table, envKey, env, cmdKey string, cmd []string) error {
 		switch {

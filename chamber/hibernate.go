@@ -76,6 +76,7 @@ func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outco
 		return err
 	}
 	r.recordHistory(n, o, m, "")
+	r.fileSummary(n, o, m, v.next)
 	if r.cancelRequested() {
 		// cancel ran between our check and the save: it may have removed timers we then armed.
 		return r.honourCancel(ctx, n, o)
@@ -83,6 +84,7 @@ func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outco
 	rep.WriteVerdict(r.out)
 	r.printf("hibernating: session %d at %s (%s)", n+1, v.next.In(r.cfg.Location).Format(time.RFC3339), Relative(*v.next, now))
 	r.guardTell(ctx, n, v.guard) // guardrails.go: saved by saveLast
+	r.heartbeatEnd(ctx, n, m.Exit == nil || m.Exit.Code != 2, fmt.Sprintf("EXIT %d: %s", o.exit, exitSummary(m)), v.next, false)
 	if failingSince != nil {
 		r.notify(ctx, n, "recovered", fmt.Sprintf("session %d succeeded after the failures that began %s: the chamber is back on its plan (next wake %s).",
 			n, failingSince.UTC().Format(time.RFC3339), v.next.Format(time.RFC3339)))
@@ -248,9 +250,11 @@ func (r *runner) complete(ctx context.Context, n int, m *marker.Result, o outcom
 		return err
 	}
 	r.recordHistory(n, o, m, "")
+	r.fileSummary(n, o, m, nil)
 	rep.WriteVerdict(r.out)
 	r.printf("plan complete after session %d: timers removed", n)
 	summary := exitSummary(m)
+	r.heartbeatEnd(ctx, n, o.exit != 2, fmt.Sprintf("EXIT %d: %s (the plan is complete)", o.exit, summary), nil, true)
 	if c := r.guardEnded; c != nil {
 		r.guardTell(ctx, n, c) // the notice says which limit ended it (guardrails.go)
 	} else {
@@ -296,6 +300,7 @@ func (r *runner) refuse(ctx context.Context, n int, rep *validate.Report, o outc
 	if tail := r.blockTail(n, 8); tail != "" {
 		msg += "\n\nThe session's last lines:\n" + tail
 	}
+	r.heartbeatEnd(ctx, n, false, "refused to hibernate: the plan has stopped (see validate)", nil, false)
 	r.alert(ctx, n, "refused", msg, r.resumeHint()+fmt.Sprintf(" (`cryochamber validate --dir %s` shows the checks, `cryochamber log --dir %s --session %d` the session)", r.dir, r.dir, n), nil)
 	if saveErr != nil {
 		return saveErr
@@ -353,6 +358,7 @@ func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) 
 		return err
 	}
 	r.recordHistory(n, o, m, "")
+	r.heartbeatEnd(ctx, n, false, fmt.Sprintf("failed (%s); retry at %s", o.reason, t.Format(time.RFC3339)), &t, false)
 	why := fmt.Sprintf("Session %d failed (%s): %s.", n, o.reason, o.detail)
 	if tail := r.blockTail(n, 8); tail != "" {
 		why += "\nIts last lines:\n" + tail

@@ -96,6 +96,7 @@ func Reload(ctx context.Context, env *Env, opts ReloadOptions) error {
 	if r.st.Phase.Active() || r.st.Phase == PhasePaused {
 		r.syncTimer(ctx)
 	}
+	r.syncDigestTimer(ctx) // digest.go
 	if r.st.Phase == PhaseArmed && r.st.Wake != nil && r.st.Wake.After(env.Now()) {
 		if err := r.arm(ctx, validate.New(r.out), *r.st.Wake); err != nil {
 			return &Error{Msg: "the timers could not be refreshed", Err: err, Hint: "cryochamber status shows what is armed"}

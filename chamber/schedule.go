@@ -105,6 +105,7 @@ func Pause(ctx context.Context, env *Env, opts PauseOptions) error {
 		return err
 	}
 	r.logNote("paused by the operator" + untilText(until))
+	r.heartbeatPause(ctx) // heartbeat.go: no ping is expected while paused; the next session's ping resumes the check
 	r.printf("paused %s%s; the schedule is kept (next wake was %s); messages wait in the inbox", r.dir, untilText(until), fmtTime(r.st.Wake))
 	return nil
 }
@@ -227,6 +228,7 @@ func (r *runner) moveWake(ctx context.Context, t time.Time, raw string) error {
 		return err
 	}
 	r.logNote(fmt.Sprintf("the operator moved the plan's wake to %s (%s)", t.UTC().Format(time.RFC3339), raw))
+	r.heartbeatRearm(ctx) // heartbeat.go: the monitor expects the moved wake
 	r.printf("the plan's next wake is now %s (%s)", t.In(r.cfg.Location).Format(time.RFC3339), Relative(t, now))
 	if next != &t {
 		r.printf("something comes before it: %s at %s", why, next.In(r.cfg.Location).Format(time.RFC3339))

@@ -95,6 +95,7 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 	// Every session has a dead-man, whatever woke it: if this process dies, or the agent hangs,
 	// someone is told at start + fallback_after.
 	r.armDeadman(ctx, start)
+	r.heartbeatStart(ctx, n) // bounded: a few seconds at most (heartbeat.go)
 	// The connection to the timer manager is kept across the agent's run (up to hours): if the
 	// bus went away meanwhile, the first call after fails as a dropped connection and
 	// withBackend dials again.
@@ -557,10 +558,14 @@ func mergeEnv(base, vars []string) []string {
 	return out
 }
 
+// uniqueStrings drops repeated strings, keeping the first of each in order, in linear time
+// (the warnings of a wake may be many).
 func uniqueStrings(in []string) []string {
 	var out []string
+	seen := make(map[string]bool, len(in))
 	for _, s := range in {
-		if !slices.Contains(out, s) {
+		if !seen[s] {
+			seen[s] = true
 			out = append(out, s)
 		}
 	}

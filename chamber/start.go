@@ -217,6 +217,7 @@ func Start(ctx context.Context, env *Env, opts StartOptions) error {
 		r.warnf("cannot record the chamber for `cryochamber ps`: %v", err)
 	}
 	r.syncTimer(ctx)
+	r.syncDigestTimer(ctx) // digest.go
 	r.printf("starting chamber %s (%s) with %s", dir, id, cmd.Line)
 	return r.runSession(ctx, st.Session+1, env.Now(), WhyStart)
 }
@@ -312,5 +313,6 @@ func (c *Config) secretNames() []string {
 	if c.Webhook != nil && c.Webhook.SecretEnv != "" {
 		names = append(names, c.Webhook.SecretEnv)
 	}
+	names = append(names, c.heartbeatSecretNames()...)
 	return append(names, c.ChannelSecretNames()...)
 }

@@ -77,6 +77,9 @@ type StatusInfo struct {
 	SpendMonth        float64 `json:"spend_month_usd"`
 	SpendTodayUnknown int     `json:"spend_today_unknown"`
 	SpendMonthUnknown int     `json:"spend_month_unknown"`
+
+	// The off-machine monitor's last answer ([heartbeat], heartbeat.go).
+	Heartbeat *HeartbeatRecord `json:"heartbeat"`
 }
 
 // Upcoming is one wake that is coming: the plan's, a TODO's, a retry, the dead-man, an alert
@@ -191,6 +194,8 @@ func Status(ctx context.Context, env *Env, opts StatusOptions) (*StatusInfo, err
 		}
 	}
 	s.Undelivered = r.undelivered()
+	hb, hbWarn := r.heartbeatStatus()
+	s.Heartbeat, s.Warnings = hb, append(s.Warnings, hbWarn...)
 	if list, err := channel.LastSync(string(r.store)); err == nil && list != nil {
 		s.Sync = list
 	} else {
@@ -527,6 +532,9 @@ func (s *StatusInfo) WriteText(w io.Writer, loc *time.Location, now time.Time) {
 	}
 	if s.SpendMonth > 0 || s.SpendMonthUnknown > 0 {
 		p("spend", "%s today%s, %s this month%s", fmtUSD(s.SpendToday), unknownText(s.SpendTodayUnknown), fmtUSD(s.SpendMonth), unknownText(s.SpendMonthUnknown))
+	}
+	if hb := s.Heartbeat; hb != nil {
+		p("heartbeat", "%s", heartbeatLine(hb, loc, now)) // heartbeat.go
 	}
 	for _, wn := range s.Warnings {
 		p("warning", "%s", wn)

@@ -80,6 +80,7 @@ func Validate(ctx context.Context, env *Env, opts ValidateOptions, print io.Writ
 	}
 	r.hostChecks(rep)
 	r.sandboxCheck(ctx, rep)
+	r.checkHeartbeatMonitor(ctx, rep)
 	rep.Finish()
 	return rep, nil
 }

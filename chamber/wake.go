@@ -285,6 +285,9 @@ func (r *runner) chamberGone(ctx context.Context) error {
 	if err := r.save(); err != nil {
 		r.warnf("%v", err)
 	}
+	if armErr == nil {
+		r.heartbeatEnd(ctx, r.st.Session+1, false, "the chamber directory cannot be opened; retry at "+t.Format(time.RFC3339), &t, false) // heartbeat.go
+	}
 	if first {
 		text := fmt.Sprintf("%s. The plan cannot run. If it is on a file system that is not mounted yet, the wake is tried again at %s.", what, t.Format(time.RFC3339))
 		if armErr != nil {

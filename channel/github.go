@@ -192,10 +192,16 @@ func (g *github) Pull(ctx context.Context, st *State, now time.Time) (*Pulled, e
 			p.Warnings = append(p.Warnings, "github: "+termtext.OneLine(login, 60)+": "+w)
 			continue
 		}
-		subject, at := "comment on "+g.where(), c.CreatedAt
-		if seenPrefix(st, "comment:"+strconv.FormatInt(c.ID, 10)+"@") {
-			subject, at = "edited comment on "+g.where(), c.UpdatedAt
+		// An edit is not a new message from the comment's author: anyone with write access
+		// to the repository may edit any comment, and the REST API names the author, never the
+		// editor. The comment was taken as it was first pulled; an edit of it (or of one
+		// written before this channel's floor) is reported and left out.
+		if seenPrefix(st, "comment:"+strconv.FormatInt(c.ID, 10)+"@") || c.CreatedAt.Before(since) && c.UpdatedAt.After(c.CreatedAt) {
+			p.Ignored = append(p.Ignored, Ignored{Key: key, Reason: fmt.Sprintf("an edit of a comment by %s on %s: edits are not taken as messages (the author may not be who edited it); post a new comment instead",
+				termtext.OneLine(login, 60), g.where())})
+			continue
 		}
+		subject, at := "comment on "+g.where(), c.CreatedAt
 		p.Messages = append(p.Messages, Incoming{
 			Key: key, From: "github:" + termtext.OneLine(login, 60), Subject: subject, Time: at,
 			Body: cleanText(c.Body, MaxBody),

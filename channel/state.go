@@ -92,6 +92,11 @@ type State struct {
 	Pulled     int       `json:"pulled"`
 	Pushed     int       `json:"pushed"`
 	Ignored    int       `json:"ignored"`
+
+	// max_per_day (issue 22): when the items of the last 24 hours were published, and when
+	// the operator was last told that the cap bit.
+	Published  []time.Time `json:"published,omitempty"`
+	CapNoticed time.Time   `json:"cap_noticed,omitempty"`
 }
 
 func newState(name string, now time.Time, lookback time.Duration) *State {

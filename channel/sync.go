@@ -7,6 +7,7 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,6 +46,9 @@ type Options struct {
 	Now      func() time.Time
 	Lookback time.Duration // 0: DefaultLookback
 	MaxPush  int           // 0: DefaultMaxPush
+	// MaxPerDay caps what one channel publishes in any 24 hours ([channels] max_per_day);
+	// 0: no cap. When it bites, Result.Capped says so once a day.
+	MaxPerDay int
 	// Checkpoint, when set, is called at "sync-pulled" (inbox written, not recorded) and
 	// "sync-pushed" (published, not recorded); the crash tests kill the process there.
 	Checkpoint func(string)
@@ -59,6 +63,7 @@ type Result struct {
 	Found    []string  // items a killed sync had published, found and recorded
 	Warnings []string
 	Waiting  time.Time // the service asked us to wait until then: nothing was asked of it
+	Capped   string    // max_per_day bit in this sync, the first time in 24 hours: what to tell the operator
 	Err      error     // what failed; the rest is retried at the next poll
 }
 
@@ -293,9 +298,14 @@ func (s *syncer) inInbox(id string) (bool, error) {
 // push publishes, oldest first, what the outbox has that this channel has not published.
 func (s *syncer) push(ctx context.Context, ch Channel, st *State, now time.Time, r *Result) error {
 	items := s.todo(ch, st)
+	window := now.Add(-24 * time.Hour)
+	st.Published = slices.DeleteFunc(st.Published, func(t time.Time) bool { return t.Before(window) })
 	for i, it := range items {
 		if i == s.o.MaxPush {
 			r.Warnings = append(r.Warnings, fmt.Sprintf("%d more items wait for the next poll (at most %d per sync)", len(items)-i, s.o.MaxPush))
+			break
+		}
+		if s.capped(ch, st, len(items)-i, now, r) {
 			break
 		}
 		if err := ctx.Err(); err != nil {
@@ -318,6 +328,9 @@ func (s *syncer) push(ctx context.Context, ch Channel, st *State, now time.Time,
 		s.sent(st, it.ID, remote)
 		st.Pending = nil
 		st.Pushed++
+		if s.o.MaxPerDay > 0 {
+			st.Published = append(st.Published, now.UTC())
+		}
 		r.Pushed = append(r.Pushed, it.ID)
 		if err := st.save(s.dir); err != nil {
 			return err
@@ -326,11 +339,30 @@ func (s *syncer) push(ctx context.Context, ch Channel, st *State, now time.Time,
 	return nil
 }
 
+// capped reports whether the channel has published max_per_day items in the last 24 hours
+// (st.Published holds their times). The first time it bites in 24 hours, r.Capped says so, for
+// one notice to the operator; every time, a warning.
+func (s *syncer) capped(ch Channel, st *State, waiting int, now time.Time, r *Result) bool {
+	if s.o.MaxPerDay <= 0 || len(st.Published) < s.o.MaxPerDay {
+		return false
+	}
+	next := st.Published[len(st.Published)-s.o.MaxPerDay].Add(24 * time.Hour)
+	msg := fmt.Sprintf("%s published %d items in the last 24 hours, its max_per_day ([channels]): %d item(s) wait in the outbox; the next goes out after %s",
+		ch.Name(), len(st.Published), waiting, next.UTC().Format(time.RFC3339))
+	r.Warnings = append(r.Warnings, msg)
+	if st.CapNoticed.IsZero() || st.CapNoticed.Before(now.Add(-24*time.Hour)) {
+		st.CapNoticed = now.UTC()
+		r.Capped = msg
+	}
+	return true
+}
+
 // todo lists the items this channel has not published: outbox replies, notices and alerts
 // named after its floor, and the latest summary, in time order.
 func (s *syncer) todo(ch Channel, st *State) []Outgoing {
 	floor := st.Floor.UTC().Format(namePrefixLayout)
 	var items []Outgoing
+	filedSummary := map[int]bool{}
 	for _, name := range s.names {
 		id := strings.TrimSuffix(name, ".md")
 		if id < floor {
@@ -353,6 +385,15 @@ func (s *syncer) todo(ch Channel, st *State) []Outgoing {
 		}
 		switch m.Kind {
 		case message.KindReply, message.KindNotice, message.KindAlert:
+		case message.KindSummary:
+			// A session's summary filed in the outbox (summaries = "outbox"): published only
+			// where the channel wants summaries, and then instead of the one from the state.
+			if !ch.Summaries() {
+				continue
+			}
+			if m.SealedBy(s.key) {
+				filedSummary[m.Session] = true // a forged one never hides the real one
+			}
 		default:
 			continue
 		}
@@ -363,7 +404,7 @@ func (s *syncer) todo(ch Channel, st *State) []Outgoing {
 		items = append(items, Outgoing{ID: id, Ref: Ref(s.o.ID, id), Kind: v.Kind, From: v.From, Subject: m.Subject,
 			Session: m.Session, Time: m.Time, Body: m.Body, InReplyTo: m.InReplyTo})
 	}
-	if sum := s.o.Summary; sum != nil && ch.Summaries() && !sum.End.Before(st.Floor) {
+	if sum := s.o.Summary; sum != nil && ch.Summaries() && !sum.End.Before(st.Floor) && !filedSummary[sum.Session] {
 		id := "session-" + strconv.Itoa(sum.Session)
 		if _, done := st.Sent[id]; !done {
 			items = append(items, Outgoing{ID: id, Ref: Ref(s.o.ID, id), Kind: "summary", From: "cryochamber",

@@ -44,6 +44,7 @@ const (
 	KindReply   = "reply"   // the agent's REPLY, or cryochamber's reply on its behalf
 	KindAlert   = "alert"   // a dead-man or failure alert
 	KindNotice  = "notice"  // something a session wants the operator to see
+	KindSummary = "summary" // a session's EXIT summary, filed by cryochamber (summaries = "outbox")
 )
 
 // Message is one message file.
@@ -211,7 +212,7 @@ func Parse(name string, data []byte) (*Message, error) {
 			m.Time = t.UTC()
 		case "kind":
 			switch v {
-			case KindMessage, KindReply, KindAlert, KindNotice:
+			case KindMessage, KindReply, KindAlert, KindNotice, KindSummary:
 				m.Kind = v
 			default:
 				return nil, perr(line, "unknown kind %q", clip(v))

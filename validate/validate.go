@@ -45,6 +45,9 @@ const (
 	StepFallback Step = 6 // the dead-man timer was registered
 	StepLog      Step = 7 // the log is still writable
 	StepDisk     Step = 8 // free disk space
+	// StepHeartbeat is shown by `validate` only, when [heartbeat] is set: the off-machine
+	// monitor's timeout as it holds it (never a reason to refuse a hibernation).
+	StepHeartbeat Step = 9
 )
 
 // Steps names the eight checks, in order.
@@ -57,6 +60,7 @@ var Steps = [...]string{
 	6: "fallback timer registered",
 	7: "log writable",
 	8: "disk space",
+	9: "heartbeat monitor",
 }
 
 // Check is one step's result.

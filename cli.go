@@ -151,6 +151,7 @@ Then: status, log, send "a message", pause/resume, history, ps.
 			historyCommand(env), sendCommand(env), receiveCommand(env), pauseCommand(env), resumeCommand(env),
 			cancelCommand(env), reloadCommand(env), validateCommand(env), psCommand(env), fallbackCommand(env),
 			syncCommand(env), completionCommand(env), manCommand(env), webCommand(env),
+			diffCommand(env), rollbackCommand(env), // issue 27: snapshots
 		},
 	}
 	for _, c := range app.Commands {

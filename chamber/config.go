@@ -46,6 +46,12 @@ type Config struct {
 	Webhook         *WebhookConfig        `toml:"webhook"`
 	Channels        *ChannelsConfig       `toml:"channels"` // config_channels.go
 
+	// Snapshots of the chamber's files after every session (snapshot_config.go).
+	Snapshots       *bool     `toml:"snapshots"`
+	SnapshotExclude []string  `toml:"snapshot_exclude"`
+	SnapshotMaxFile Size      `toml:"snapshot_max_file"`
+	SnapshotKeep    Retention `toml:"snapshot_keep"`
+
 	// Location is Timezone loaded (the system zone when Timezone is empty).
 	Location *time.Location `toml:"-"`
 }
@@ -414,6 +420,9 @@ func (c *Config) check(name string, data []byte, local *time.Location) error {
 		if w.SecretEnv != "" && !validEnvName(w.SecretEnv) {
 			return bad("webhook", "secret_env", "%q is not a valid environment variable name", w.SecretEnv)
 		}
+	}
+	if err := c.checkSnapshots(bad); err != nil {
+		return err
 	}
 	return c.checkChannels(name, data)
 }

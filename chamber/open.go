@@ -45,6 +45,8 @@ type runner struct {
 	answered    int            // messages the session being finished claimed and answered
 	recorded    bool           // the session being finished has its history row
 	saved       []byte         // what the last save wrote (saveChanged compares with it)
+	// filesChanged: files the session being finished changed, from its snapshot (snapshot.go)
+	filesChanged *int
 }
 
 // openOptions say how a command holds a chamber.

@@ -244,6 +244,7 @@ const (
 	KindBefore   Kind = "before"   // before a session, when the chamber changed since the last snapshot
 	KindSession  Kind = "session"  // after a session
 	KindRollback Kind = "rollback" // the chamber as a rollback left it
+	KindPresent  Kind = "present"  // the chamber as it was when a rollback replaced it
 )
 
 // Describe says what the snapshot is, for headers and messages.
@@ -252,6 +253,8 @@ func (e *Entry) Describe() string {
 	switch e.Kind {
 	case KindBefore:
 		return fmt.Sprintf("before session %d (%s)", e.Session, t)
+	case KindPresent:
+		return fmt.Sprintf("the chamber before a rollback (%s)", t)
 	case KindRollback:
 		return fmt.Sprintf("the rollback to after session %d (%s)", e.To, t)
 	}

@@ -325,8 +325,16 @@ func Rollback(ctx context.Context, env *Env, opts RollbackOptions) error {
 	for _, p := range res.Problems {
 		r.warnf("%s", p)
 	}
-	for _, s := range target.Skipped {
-		r.printf("  not in that snapshot, left as it is: %s (%s)", s.Path, s.Why)
+	if after != nil {
+		// Files snapshots cannot hold (too large, FIFOs, hard links) are never removed: a
+		// rollback could not give them back.
+		for _, s := range after.Skipped {
+			if s.Size > 0 {
+				r.printf("  not in any snapshot, left as it is: %s (%s, %s)", s.Path, humanSize(s.Size), s.Why)
+			} else {
+				r.printf("  not in any snapshot, left as it is: %s (%s)", s.Path, s.Why)
+			}
+		}
 	}
 	if after != nil && after.Tree != target.Tree {
 		r.warnf("the chamber does not hold exactly the files of session %d's snapshot (see the problems above)", opts.To)

@@ -1,0 +1,299 @@
+package main
+
+// Issue 27, end to end against a real systemd user manager: an agent that creates, edits,
+// deletes and renames files over three sessions; `diff --session 2` shows exactly session 2's
+// changes; `rollback --to-session 1` restores every byte and the next session sees it (and is
+// told); a second rollback undoes the first; a 20 MB file is left out and listed; a rollback
+// during a session is refused; and the chamber, a git repository with hooks and
+// core.fsmonitor that write a marker file, never has any of them run.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cryochamber/cryochamber/timer/systemdtest"
+)
+
+// chamberHash is the test's own hash of the chamber's files (path, kind, mode's exec bit,
+// content), leaving out cryochamber's own files, .git, and the names in skip: what a rollback
+// must restore, measured without the code under test.
+func chamberHash(t *testing.T, dir string, skip ...string) string {
+	t.Helper()
+	h := sha256.New()
+	var lines []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel == "." {
+			return nil
+		}
+		top := strings.Split(rel, "/")[0]
+		for _, own := range append([]string{"cryo.log", "timer.json", "todo.json", ".cryo", "messages", ".git"}, skip...) {
+			if top == own || rel == own {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+		}
+		if d.IsDir() {
+			return nil
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		var content []byte
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			tgt, _ := os.Readlink(p)
+			content = []byte("link:" + tgt)
+		default:
+			if content, err = os.ReadFile(p); err != nil {
+				return err
+			}
+		}
+		sum := sha256.Sum256(content)
+		lines = append(lines, fmt.Sprintf("%s %v %s", rel, fi.Mode()&0o111 != 0, hex.EncodeToString(sum[:])))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(lines)
+	h.Write([]byte(strings.Join(lines, "\n")))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func TestSnapshotsDiffRollback(t *testing.T) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git is not installed")
+	}
+	m := systemdtest.Start(t)
+	outside := t.TempDir()
+	// Sessions 1-3 work on the files; later sessions only report what they see, outside the
+	// chamber; a session started while "hold" exists waits for "release" (bounded).
+	agent := `#!/bin/sh
+set -e
+OUT=` + outside + `
+for last; do :; done
+printf '%s\n' "$last" > "$OUT/prompt-$CRYO_SESSION.txt"
+case "$CRYO_SESSION" in
+1)
+	printf 'v1\n' > notes.txt
+	mkdir -p sub
+	printf 'a\n' > sub/a.txt
+	printf 'old\n' > old.txt
+	printf '\000\001\002\377binary one' > bin.dat
+	;;
+2)
+	printf 'v2\n' > notes.txt
+	rm old.txt
+	mv sub/a.txt sub/b.txt
+	printf '\000\001\002\377binary two' > bin.dat
+	head -c 20000000 /dev/zero > big.bin
+	;;
+3)
+	printf 'v3\n' > notes.txt
+	mkdir -p sub/deeper
+	printf 'new\n' > sub/deeper/new.txt
+	;;
+*)
+	cat notes.txt > "$OUT/seen-$CRYO_SESSION.txt" 2>&1 || echo missing > "$OUT/seen-$CRYO_SESSION.txt"
+	ls sub >> "$OUT/seen-$CRYO_SESSION.txt"
+	if [ -e "$OUT/hold" ]; then
+		touch "$OUT/running"
+		i=0
+		while [ ! -e "$OUT/release" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+	fi
+	;;
+esac
+echo "[CRYO:EXIT 0] ok"
+echo "[CRYO:WAKE +1h]"
+`
+	dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", agent, nil)
+	// The chamber is a git repository whose hooks and fsmonitor leave a marker when run.
+	marker := filepath.Join(outside, "hook-ran")
+	if out, err := exec.Command(git, "init", "-q", dir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	hook := "#!/bin/sh\necho \"$0 $*\" >> " + marker + "\n"
+	for _, h := range []string{"pre-commit", "post-commit", "post-checkout", "reference-transaction", "pre-auto-gc", "post-index-change", "fsmonitor"} {
+		writeFile(t, filepath.Join(dir, ".git", "hooks", h), hook)
+		if err := os.Chmod(filepath.Join(dir, ".git", "hooks", h), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := os.OpenFile(filepath.Join(dir, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(cfg, "[core]\n\tfsmonitor = %s\n\thooksPath = %s\n[diff]\n\texternal = %s\n",
+		filepath.Join(dir, ".git/hooks/fsmonitor"), filepath.Join(dir, ".git/hooks"), filepath.Join(dir, ".git/hooks/fsmonitor"))
+	cfg.Close()
+
+	env := managerEnv(m)
+	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	hash1 := chamberHash(t, dir)
+	mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	hash3 := chamberHash(t, dir, "big.bin")
+
+	// diff --session 2: exactly session 2's changes, the 20 MB file listed as left out.
+	out := mustCryo(t, 0, env, dir, "diff", "--dir", dir, "--session", "2", "--json")
+	var d struct {
+		Session int `json:"session"`
+		Files   []struct {
+			Status, Path, From string
+		} `json:"files"`
+		Skipped []struct {
+			Path, Why string
+			Size      int64
+		} `json:"skipped"`
+	}
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatalf("diff --json: %v\n%s", err, out)
+	}
+	var got []string
+	for _, f := range d.Files {
+		got = append(got, f.Status+" "+f.From+">"+f.Path)
+	}
+	if want := "modified >bin.dat|modified >notes.txt|deleted >old.txt|renamed sub/a.txt>sub/b.txt"; strings.Join(got, "|") != want {
+		t.Errorf("diff --session 2 --json files:\n got %s\nwant %s", strings.Join(got, "|"), want)
+	}
+	if len(d.Skipped) != 1 || d.Skipped[0].Path != "big.bin" || d.Skipped[0].Size != 20000000 {
+		t.Errorf("diff --session 2 skipped = %+v, want big.bin of 20000000 bytes", d.Skipped)
+	}
+	text := mustCryo(t, 0, env, dir, "diff", "--dir", dir, "--session", "2")
+	for _, want := range []string{"# session 2: the chamber after session 2", "compared with after session 1",
+		"# not in the snapshot: big.bin (19.1 MiB, larger than snapshot_max_file)", "-v1\n+v2\n",
+		"rename from sub/a.txt\nrename to sub/b.txt", "Binary files a/bin.dat and b/bin.dat differ", "deleted file mode 100644"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("diff --session 2 lacks %q:\n%s", want, text)
+		}
+	}
+	for _, not := range []string{"v3", "new.txt", "cryo.log", "timer.json", ".git/", "hook"} {
+		if strings.Contains(text, not) {
+			t.Errorf("diff --session 2 shows %q, which session 2 did not change:\n%s", not, text)
+		}
+	}
+	stat := mustCryo(t, 0, env, dir, "diff", "--dir", dir, "--session", "2", "--stat")
+	if !strings.Contains(stat, "4 files changed") {
+		t.Errorf("diff --stat:\n%s", stat)
+	}
+	// history: the FILES column and files_changed.
+	var rows []struct {
+		Session      int  `json:"session"`
+		FilesChanged *int `json:"files_changed"`
+	}
+	if err := json.Unmarshal([]byte(mustCryo(t, 0, env, dir, "history", "--dir", dir, "--json")), &rows); err != nil {
+		t.Fatal(err)
+	}
+	wantFiles := map[int]int{1: 4, 2: 4, 3: 2}
+	for _, r := range rows {
+		if r.FilesChanged == nil || *r.FilesChanged != wantFiles[r.Session] {
+			t.Errorf("history session %d: files_changed = %v, want %d", r.Session, r.FilesChanged, wantFiles[r.Session])
+		}
+	}
+	if h := mustCryo(t, 0, env, dir, "history", "--dir", dir); !strings.Contains(h, "FILES") {
+		t.Errorf("history has no FILES column:\n%s", h)
+	}
+
+	// rollback --to-session 1: every byte of session 1's files back; big.bin, which no
+	// snapshot holds, left and listed.
+	out = mustCryo(t, 0, env, dir, "rollback", "--dir", dir, "--to-session", "1")
+	if !strings.Contains(out, "left as it is: big.bin") || !strings.Contains(out, "undo with: cryochamber rollback --dir "+dir+" --to-session 3") {
+		t.Errorf("rollback output:\n%s", out)
+	}
+	if h := chamberHash(t, dir, "big.bin"); h != hash1 {
+		t.Fatalf("after rollback --to-session 1 the chamber's files differ from after session 1")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sub", "deeper")); err == nil {
+		t.Errorf("sub/deeper (made by session 3) is still there")
+	}
+	mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	seen, _ := os.ReadFile(filepath.Join(outside, "seen-4.txt"))
+	if string(seen) != "v1\na.txt\n" {
+		t.Errorf("session 4 saw %q, want session 1's notes and sub/a.txt", seen)
+	}
+	prompt4, _ := os.ReadFile(filepath.Join(outside, "prompt-4.txt"))
+	if !strings.Contains(string(prompt4), "the operator rolled the chamber back to after session 1") {
+		t.Errorf("session 4's prompt does not tell of the rollback:\n%s", clipStr(string(prompt4), 2000))
+	}
+	if d := mustCryo(t, 0, env, dir, "diff", "--dir", dir, "--session", "4"); !strings.Contains(d, "# no file changed") {
+		t.Errorf("session 4 changed nothing in the chamber, but diff says:\n%s", d)
+	}
+
+	// A second rollback undoes the first.
+	mustCryo(t, 0, env, dir, "rollback", "--dir", dir, "--to-session", "3")
+	if h := chamberHash(t, dir, "big.bin"); h != hash3 {
+		t.Fatalf("rollback --to-session 3 did not undo the rollback: the files differ from after session 3")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "notes.txt")); string(b) != "v3\n" {
+		t.Errorf("notes.txt = %q after the undo", b)
+	}
+
+	// A rollback while a session runs is refused, and changes nothing.
+	writeFile(t, filepath.Join(outside, "hold"), "")
+	wake := exec.Command(binPath, "wake", "--dir", dir, "--now")
+	wake.Env = env
+	if err := wake.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- wake.Wait() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(outside, "running")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("session 5 did not start")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	before := chamberHash(t, dir)
+	code, out := bin(t, env, dir, "rollback", "--dir", dir, "--to-session", "1")
+	if code != 1 || !strings.Contains(out, "rollback refused") {
+		t.Errorf("rollback during a session: exit %d, want 1 and a refusal:\n%s", code, out)
+	}
+	if chamberHash(t, dir) != before {
+		t.Errorf("the refused rollback changed the chamber")
+	}
+	writeFile(t, filepath.Join(outside, "release"), "")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("session 5: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		wake.Process.Kill()
+		t.Fatal("session 5 did not end")
+	}
+
+	// None of the chamber's git hooks or its fsmonitor ran.
+	if b, err := os.ReadFile(marker); err == nil {
+		t.Fatalf("a hook of the chamber's own repository ran:\n%s", b)
+	}
+	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	// Control: git itself, run in the chamber, does run them (so the check above can fail).
+	c := exec.Command(git, "-C", dir, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "control")
+	c.Env = append(os.Environ(), "HOME="+outside)
+	_ = c.Run()
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("control: the chamber's hooks do not run even under git itself: %v", err)
+	}
+}

@@ -297,3 +297,86 @@ echo "[CRYO:WAKE +1h]"
 		t.Fatalf("control: the chamber's hooks do not run even under git itself: %v", err)
 	}
 }
+
+// snapshotDiskScript puts the chamber's snapshot repository on a 1 MiB tmpfs (in a private
+// mount namespace) after `start`, so that the snapshots of the next sessions hit a full disk.
+const snapshotDiskScript = `
+set -u
+step() { name=$1; shift; "$@" > "$OUT/$name.out" 2>&1; echo $? > "$OUT/$name.code"; }
+step start "$BIN" start "$SRC/plan.md"
+snap=$(echo "$XDG_STATE_HOME"/cryochamber/chambers/*/snapshots)
+[ -d "$snap" ] || exit 89
+mount -t tmpfs -o size=1m tmpfs "$snap" || exit 90
+step full1 "$BIN" wake --dir "$SRC" --now
+cp "$XDG_STATE_HOME"/cryochamber/chambers/*/state.json "$OUT/full1.state.json"
+step full2 "$BIN" wake --dir "$SRC" --now
+step history "$BIN" history --dir "$SRC" --json
+umount "$snap"
+step ok "$BIN" wake --dir "$SRC" --now
+step diff "$BIN" diff --dir "$SRC" --session 4 --json
+`
+
+// TestSnapshotDiskFull: a snapshot that hits a full disk is a warning and one notice (reason
+// disk) to the operator; the session is armed as usual, and snapshots resume once there is room.
+func TestSnapshotDiskFull(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	m := systemdtest.Start(t)
+	hooks := startHooks(t)
+	work := t.TempDir()
+	agent := `#!/bin/sh
+case "$CRYO_SESSION" in
+2|3) head -c 3000000 /dev/urandom > "rand-$CRYO_SESSION.bin" ;;
+4) rm -f rand-*.bin ;;
+esac
+echo "[CRYO:EXIT 0] ok"
+echo "[CRYO:WAKE +1h]"
+`
+	toml := "agent = \"./agent.sh\"\nwatch_inbox = false\n\n[[fallback]]\naction = \"webhook\"\ntarget = \"" + hooks.url("/hook") + "\"\n"
+	src := boundaryChamber(t, toml, agent, nil)
+	out := filepath.Join(work, "out")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("unshare", "-m", "sh", "-c", snapshotDiskScript)
+	cmd.Env = managerEnv(m, "BIN="+binPath, "SRC="+src, "OUT="+out, "XDG_STATE_HOME="+filepath.Join(work, "state"))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the trial script failed: %v\n%s", err, b)
+	}
+	read := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(out, name))
+		return string(b)
+	}
+	for _, step := range []string{"start", "full1", "full2", "ok"} {
+		if code := strings.TrimSpace(read(step + ".code")); code != "0" {
+			t.Errorf("%s exited %s, want 0:\n%s", step, code, read(step+".out"))
+		}
+	}
+	if o := read("full1.out"); !strings.Contains(o, "warning: the snapshot of the chamber's files failed (the session goes on)") ||
+		!strings.Contains(o, "no space left on device") || !strings.Contains(o, "hibernating: session 3") {
+		t.Errorf("the wake whose snapshot hit a full disk:\n%s", o)
+	}
+	var st struct {
+		Phase string `json:"phase"`
+		Wake  string `json:"wake"`
+	}
+	if err := json.Unmarshal([]byte(read("full1.state.json")), &st); err != nil || st.Phase != "armed" || st.Wake == "" {
+		t.Errorf("after a failed snapshot the chamber is %+v (%v), want armed with a wake", st, err)
+	}
+	if n := hooks.count("/hook", `"reason":"disk"`, "snapshot"); n != 1 {
+		t.Errorf("%d disk notices about the snapshots, want exactly 1 (one per run of failures): %v", n, hooks.all())
+	}
+	if !strings.Contains(read("full2.out"), "snapshot of the chamber's files failed") {
+		t.Errorf("the second failure did not warn:\n%s", read("full2.out"))
+	}
+	if h := read("history.out"); !strings.Contains(h, `"files_changed": null`) {
+		t.Errorf("history of sessions without a snapshot:\n%s", h)
+	}
+	if o := read("ok.out"); strings.Contains(o, "snapshot") {
+		t.Errorf("with room again, the snapshot still failed:\n%s", o)
+	}
+	if d := read("diff.out"); !strings.Contains(d, `"session": 4`) {
+		t.Errorf("diff --session 4 after the disk was freed:\n%s", d)
+	}
+}

@@ -185,7 +185,8 @@ func (r *runner) loadDiff(ctx context.Context, n int, maxPatch int) (*SessionDif
 	}
 	if maxPatch > 0 {
 		w := &capWriter{max: maxPatch}
-		if err := repo.Patch(ctx, w, d.a, d.b); err != nil && !errors.Is(err, errCapped) {
+		// Cut at the bound, git ends on a broken pipe: that is the bound, not a failure.
+		if err := repo.Patch(ctx, w, d.a, d.b); err != nil && !w.cut {
 			return nil, &Error{Msg: "cannot compare the snapshots", Err: err}
 		}
 		d.Patch, d.Cut = w.b.String(), w.cut

@@ -323,6 +323,7 @@ func (s *Server) chamberPage(w http.ResponseWriter, r *http.Request) {
 		}
 	})
 	wg.Go(func() { data.Block = readBlock(ctx, v, dir, session, st.Session) })
+	wg.Go(func() { data.Diff = readDiff(ctx, v, dir, session) })
 	wg.Go(func() {
 		if d, err := chamber.ReadDocuments(ctx, v.with(io.Discard), dir); err == nil {
 			data.Docs = d

@@ -213,6 +213,7 @@ type chamberData struct {
 	MessagesErr string
 	Block       blockData
 	Docs        *chamber.Documents // plan.md and NOTES.md, read-only
+	Diff        diffData           // what the session shown changed in the chamber (diff.go)
 }
 
 // maxMessages bounds the conversation on the page: a chamber of five years holds hundreds.

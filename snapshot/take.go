@@ -362,6 +362,10 @@ func settingsKey(o Options) string {
 // pruned. In between, `git gc --auto` packs loose objects once there are many.
 const compactEvery = 24 * time.Hour
 
+// gcEvery: `git gc --auto` runs after every gcEvery-th snapshot (a snapshot writes a few loose
+// objects; git's threshold is thousands).
+const gcEvery = 32
+
 // maintain keeps the repository's size bounded by the retention: at most once a day it drops
 // the snapshots older than Keep (never the latest), deletes their refs, and runs a full gc that
 // prunes what only they held; otherwise a `gc --auto`, which does nothing until git's own
@@ -372,6 +376,9 @@ func (r *Repo) maintain(ctx context.Context, c *cache, opt Options, now time.Tim
 		return r.saveCache(c)
 	}
 	if now.Sub(c.Compacted) < compactEvery || opt.Keep <= 0 {
+		if c.Seq%gcEvery != 0 {
+			return nil // a process per session for a check that says "nothing to do"
+		}
 		_, err := r.Git(ctx, nil, "gc", "--auto", "--quiet")
 		return err
 	}

@@ -44,6 +44,21 @@ func (c *Config) snapshotOptions() snapshot.Options {
 	}
 }
 
+// snapshotOptions are the configuration's, plus the private state directory when it lies
+// inside the chamber (XDG_STATE_HOME set there): the repository must never hold itself.
+func (r *runner) snapshotOptions() snapshot.Options {
+	opt := r.cfg.snapshotOptions()
+	for _, p := range []string{r.env.StateDir, string(r.store)} {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
+		if rel, err := filepath.Rel(r.dir, p); err == nil && rel != "." && !strings.HasPrefix(rel, "..") && !filepath.IsAbs(rel) {
+			opt.Own = append(opt.Own, filepath.ToSlash(rel))
+		}
+	}
+	return opt
+}
+
 // snapRepo opens the chamber's snapshot repository, with the git program found on the PATH
 // the chamber runs with (never a program inside the chamber).
 func (r *runner) snapRepo() (*snapshot.Repo, error) {
@@ -68,7 +83,7 @@ func (r *runner) takeSnapshot(ctx context.Context, req snapshot.Request) (*snaps
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snapshotTimeout)
 	defer cancel()
-	return repo.Take(ctx, r.fs, r.cfg.snapshotOptions(), req)
+	return repo.Take(ctx, r.fs, r.snapshotOptions(), req)
 }
 
 // snapshotBefore runs before session n: it records the chamber if it changed since the last
@@ -304,7 +319,7 @@ func Rollback(ctx context.Context, env *Env, opts RollbackOptions) error {
 		return failErr(fmt.Sprintf("`cryochamber history --dir %s` lists the sessions; snapshots older than snapshot_keep are dropped", r.dir),
 			"there is no snapshot of the chamber after session %d", opts.To)
 	}
-	opt := r.cfg.snapshotOptions()
+	opt := r.snapshotOptions()
 	cctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
 	defer cancel()
 	// The chamber as it is now: what the rollback replaces stays in the history.

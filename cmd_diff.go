@@ -19,7 +19,7 @@ and the chamber's own .git. The header lists the files left out of the snapshot 
 snapshot_max_file, FIFOs, hard links). The diff is printed with control characters replaced,
 as the log is.`,
 		Flags: []cli.Flag{dirFlag(), jsonFlag(),
-			&cli.IntFlag{Name: "session", Aliases: []string{"n"}, Usage: "the session `N` whose changes to show", Required: true},
+			&cli.IntFlag{Name: "session", Aliases: []string{"n"}, Usage: "the session `N` whose changes to show"},
 			&cli.BoolFlag{Name: "stat", Usage: "a summary: one line per file with its lines added and removed"},
 		},
 		Action: func(c *cli.Context) error {
@@ -27,7 +27,7 @@ as the log is.`,
 				return err
 			}
 			if c.Int("session") < 1 {
-				return &usageError{"--session must be a session number (1 or more)", "`cryochamber history` lists the sessions"}
+				return &usageError{"--session N is required: a session number (1 or more)", "`cryochamber history` lists the sessions"}
 			}
 			return chamber.Diff(c.Context, env, chamber.DiffOptions{Dir: c.String("dir"), Session: c.Int("session"), Stat: c.Bool("stat")}, c.Bool("json"))
 		},

@@ -19,14 +19,14 @@ snapshotted first and the result after, so a second rollback (to the latest sess
 The next session's prompt says "the operator rolled the chamber back to after session N".
 The timers, the schedule and the log are not changed.`,
 		Flags: []cli.Flag{dirFlag(),
-			&cli.IntFlag{Name: "to-session", Usage: "restore the files as they were after session `N`", Required: true},
+			&cli.IntFlag{Name: "to-session", Usage: "restore the files as they were after session `N`"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c); err != nil {
 				return err
 			}
 			if c.Int("to-session") < 1 {
-				return &usageError{"--to-session must be a session number (1 or more)", "`cryochamber history` lists the sessions"}
+				return &usageError{"--to-session N is required: a session number (1 or more)", "`cryochamber history` lists the sessions"}
 			}
 			return chamber.Rollback(c.Context, env, chamber.RollbackOptions{Dir: c.String("dir"), To: c.Int("to-session")})
 		},

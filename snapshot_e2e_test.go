@@ -284,6 +284,33 @@ echo "[CRYO:WAKE +1h]"
 		t.Fatal("session 5 did not end")
 	}
 
+	// Bad inputs: each says what was wrong and what to do, and changes nothing.
+	before = chamberHash(t, dir)
+	for _, c := range []struct {
+		args  []string
+		code  int
+		wants []string
+	}{
+		{[]string{"diff", "--dir", dir}, 2, []string{"cryochamber: --session N is required", "hint: `cryochamber history` lists the sessions"}},
+		{[]string{"rollback", "--dir", dir, "--to-session", "0"}, 2, []string{"cryochamber: --to-session N is required"}},
+		{[]string{"diff", "--dir", dir, "--session", "99"}, 1, []string{"cryochamber: there is no snapshot of the chamber after session 99", "hint: `cryochamber history --dir " + dir}},
+		{[]string{"rollback", "--dir", dir, "--to-session", "99"}, 1, []string{"cryochamber: there is no snapshot of the chamber after session 99"}},
+		{[]string{"rollback", "--dir", outside, "--to-session", "1"}, 2, []string{"is not a chamber"}},
+	} {
+		code, out := bin(t, env, dir, c.args...)
+		if code != c.code {
+			t.Errorf("`cryochamber %s`: exit %d, want %d\n%s", strings.Join(c.args, " "), code, c.code, out)
+		}
+		for _, w := range c.wants {
+			if !strings.Contains(out, w) {
+				t.Errorf("`cryochamber %s` lacks %q:\n%s", strings.Join(c.args, " "), w, out)
+			}
+		}
+	}
+	if chamberHash(t, dir) != before {
+		t.Errorf("a refused command changed the chamber")
+	}
+
 	// None of the chamber's git hooks or its fsmonitor ran.
 	if b, err := os.ReadFile(marker); err == nil {
 		t.Fatalf("a hook of the chamber's own repository ran:\n%s", b)

@@ -96,6 +96,10 @@ var catalogue = []badInput{
 	{"config", "unknown time zone", "timezone = \"Mars/Olympus\"\n", `cryochamber: cryo.toml:1: timezone: unknown time zone "Mars/Olympus"`},
 	{"config", "unknown backend", "backend = \"cron\"\n", `cryochamber: cryo.toml:1: backend: unknown backend "cron" (want "systemd" or "launchd")`},
 	{"config", "bad size", "min_free_disk = \"lots\"\n", `cryochamber: cryo.toml:1: min_free_disk: "lots" is not a size`},
+	// Issue 27: the snapshot keys.
+	{"config", "bad snapshot_keep", "snapshot_keep = \"forever\"\n", `cryochamber: cryo.toml:1: snapshot_keep: "forever" is not a retention`},
+	{"config", "snapshot_keep under a day", "snapshot_keep = \"2h\"\n", "cryochamber: cryo.toml:1: snapshot_keep: must be at least a day"},
+	{"config", "bad snapshot_exclude glob", "snapshot_exclude = [\"[a-\"]\n", `cryochamber: cryo.toml:1: snapshot_exclude: "[a-" is not a glob`},
 	{"config", "agent with shell syntax", "agent = \"opencode; rm -rf ~\"\n", `cryochamber: cryo.toml:1: agent: unquoted ";" is shell syntax`},
 	{"config", "custom agent without command", "[agents.bot]\nstdin = true\n", "cryochamber: cryo.toml: agents.bot.command: is required for an agent that is not a preset"},
 	{"config", "bad [[fallback]] action", "[[fallback]]\naction = \"sms\"\ntarget = \"1\"\n", `cryochamber: cryo.toml: fallback[0].action: unknown action "sms"`},

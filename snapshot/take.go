@@ -271,8 +271,8 @@ func statOf(fi fs.FileInfo) cached {
 		c.Mode = "100755"
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		c.Ctime = st.Ctim.Sec*1e9 + st.Ctim.Nsec
-		c.Ino = st.Ino
+		c.Ctime = ctime(st)
+		c.Ino = uint64(st.Ino)
 	}
 	return c
 }

@@ -11,10 +11,13 @@ import (
 func historyCommand(env *chamber.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "history",
-		Usage: "one row per finished session: when it was due, how late it ran, how long, how it ended, what it answered",
+		Usage: "one row per finished session: when it was due, how late it ran, how long, how it ended, what it answered, how many files it changed",
 		Description: `history reads an index kept in the chamber's private state directory (one line per
 session, one file per year), never the whole log. --since and --until take WAKE's time
-grammar ("2026-03-01", "2026-03-01 00:00", "-30d" is not a thing: use a date).`,
+grammar ("2026-03-01", "2026-03-01 00:00", "-30d" is not a thing: use a date).
+FILES (files_changed in JSON) counts the files the session changed in the chamber, from its
+snapshot (a rename counts once; "-" and null when no snapshot was taken): ` + "`cryochamber diff --session N`" + `
+shows them.`,
 		Flags: []cli.Flag{dirFlag(), jsonFlag(),
 			&cli.StringFlag{Name: "since", Usage: "only sessions started at or after `TIME`"},
 			&cli.StringFlag{Name: "until", Usage: "only sessions started at or before `TIME`"},

@@ -232,3 +232,39 @@ func TestCompactDropsOldSnapshots(t *testing.T) {
 		t.Fatalf("the first snapshot's commit is still in the repository after compaction")
 	}
 }
+
+// TestRestoreTypeChanges: a file that became a directory, a directory that became a symlink,
+// and back, both ways.
+func TestRestoreTypeChanges(t *testing.T) {
+	git := gitPath(t)
+	dir, state := t.TempDir(), t.TempDir()
+	opt := Options{MaxFile: 1 << 20}
+	r, err := Open(filepath.Join(state, "snapshots"), git)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	write(t, dir, "x", "a file\n", 0o644)
+	write(t, dir, "d/inner.txt", "inner\n", 0o644)
+	e1 := take(t, r, dir, opt, Request{Kind: KindSession, Session: 1, Now: now})
+	os.Remove(filepath.Join(dir, "x"))
+	write(t, dir, "x/y.txt", "now a directory\n", 0o644)
+	os.RemoveAll(filepath.Join(dir, "d"))
+	os.Symlink("x", filepath.Join(dir, "d"))
+	e2 := take(t, r, dir, opt, Request{Kind: KindSession, Session: 2, Now: now})
+	for _, want := range []*Entry{e1, e2, e1} {
+		fs, _ := confined.Open(dir)
+		res, err := r.Restore(context.Background(), fs, opt, want.Tree)
+		fs.Close()
+		if err != nil || len(res.Problems) > 0 {
+			t.Fatalf("restore: %v %v", err, res.Problems)
+		}
+		got := take(t, r, dir, opt, Request{Kind: KindRollback, Now: now})
+		if got.Tree != want.Tree {
+			t.Fatalf("restored tree %s, want %s", got.Tree, want.Tree)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "d/inner.txt")); err != nil || string(b) != "inner\n" {
+		t.Errorf("d/inner.txt: %q %v", b, err)
+	}
+}

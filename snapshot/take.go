@@ -114,6 +114,7 @@ func (r *Repo) saveCache(c *cache) error {
 
 // walker builds the tree of a chamber, writing the blobs that are new.
 type walker struct {
+	ctx     context.Context // the snapshot's deadline bounds the walk too
 	r       *Repo
 	fs      *confined.Dir
 	opt     *Options
@@ -143,6 +144,9 @@ func (w *walker) tree(rel string) (string, error) {
 	}
 	var items []treeItem
 	for _, e := range ents {
+		if err := w.ctx.Err(); err != nil {
+			return "", fmt.Errorf("the snapshot was stopped at its time limit (a chamber of very many files? see snapshot_exclude): %w", err)
+		}
 		p := path.Join(rel, e.Name())
 		if w.opt.Excluded(p) {
 			continue
@@ -309,7 +313,7 @@ func (r *Repo) Take(ctx context.Context, fs *confined.Dir, opt Options, req Requ
 	if c.SettingsKey != key {
 		old = nil // other exclusions or limit: read everything again
 	}
-	w := &walker{r: r, fs: fs, opt: &opt, old: old, files: map[string]cached{}}
+	w := &walker{ctx: ctx, r: r, fs: fs, opt: &opt, old: old, files: map[string]cached{}}
 	tree, err := w.tree("")
 	if err != nil {
 		return nil, err

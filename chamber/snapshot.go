@@ -81,7 +81,10 @@ func (r *runner) takeSnapshot(ctx context.Context, req snapshot.Request) (*snaps
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snapshotTimeout)
+	// Bounded well inside the session's dead-man (armed at its start + fallback_after), so a
+	// slow snapshot of a huge chamber can never make a finished session look overdue.
+	limit := min(snapshotTimeout, r.cfg.FallbackAfter.D/4)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
 	defer cancel()
 	return repo.Take(ctx, r.fs, r.snapshotOptions(), req)
 }

@@ -23,7 +23,7 @@ func TestSessionDiffOnPage(t *testing.T) {
 		t.Fatalf("session page: %d\n%s", code, body)
 	}
 	for _, want := range []string{"Files changed by session 1", "&#43;&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;", "&#43;line 0 of a long file",
-		"the diff is longer than the page shows", "d-add"} {
+		"the diff is longer than the page shows", "d-add", "?session=1&amp;token=" /* the timeline's link */, "#diff\">2 file(s)</a>"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q", want)
 		}

@@ -155,15 +155,20 @@ func (r *Repo) gitEnv() []string {
 	}
 }
 
+// objectID is git's name of an object: the SHA-1 of its header and content.
+func objectID(kind string, data []byte) string {
+	h := sha1.New()
+	h.Write([]byte(kind + " " + strconv.Itoa(len(data)) + "\x00"))
+	h.Write(data)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // writeObject stores a git object (loose, zlib-compressed, written to a temporary file,
 // fsynced, renamed) and returns its ID. An object that is already there loose is not written
 // again; one that is only packed is written loose once more (gc drops the copy).
 func (r *Repo) writeObject(kind string, data []byte) (string, error) {
-	h := sha1.New()
 	hdr := kind + " " + strconv.Itoa(len(data)) + "\x00"
-	h.Write([]byte(hdr))
-	h.Write(data)
-	id := hex.EncodeToString(h.Sum(nil))
+	id := objectID(kind, data)
 	dir := filepath.Join(r.dir, "objects", id[:2])
 	p := filepath.Join(dir, id[2:])
 	if _, err := os.Stat(p); err == nil {

@@ -268,3 +268,41 @@ func TestRestoreTypeChanges(t *testing.T) {
 		t.Errorf("d/inner.txt: %q %v", b, err)
 	}
 }
+
+// TestPackedObjectsNotRewritten: once gc packed the repository, a snapshot of an unchanged
+// chamber writes its commit only, not a loose copy of every tree (one fsync each).
+func TestPackedObjectsNotRewritten(t *testing.T) {
+	git := gitPath(t)
+	dir, state := t.TempDir(), t.TempDir()
+	for i := 0; i < 20; i++ {
+		write(t, dir, filepath.Join("d"+string(rune('a'+i)), "f.txt"), "x\n", 0o644)
+	}
+	os.Symlink("da", filepath.Join(dir, "link"))
+	opt := Options{MaxFile: 1 << 20}
+	r, err := Open(filepath.Join(state, "snapshots"), git)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	take(t, r, dir, opt, Request{Kind: KindSession, Session: 1, Now: now})
+	if _, err := r.Git(context.Background(), nil, "gc", "--quiet", "--prune=now"); err != nil {
+		t.Fatal(err)
+	}
+	loose := func() int {
+		n := 0
+		filepath.Walk(filepath.Join(r.Dir(), "objects"), func(p string, fi os.FileInfo, err error) error {
+			if err == nil && !fi.IsDir() && len(filepath.Base(filepath.Dir(p))) == 2 {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	if n := loose(); n != 0 {
+		t.Fatalf("%d loose objects after gc", n)
+	}
+	take(t, r, dir, opt, Request{Kind: KindSession, Session: 2, Now: now})
+	if n := loose(); n != 1 {
+		t.Fatalf("a snapshot of an unchanged chamber wrote %d loose objects, want 1 (its commit)", n)
+	}
+}

@@ -86,6 +86,7 @@ type cache struct {
 	Tree        string            `json:"tree"`
 	Compacted   time.Time         `json:"compacted"`
 	Files       map[string]cached `json:"files"`
+	Trees       []string          `json:"trees"` // the latest snapshot's trees: in the repository (loose or packed)
 	SettingsKey string            `json:"settings"` // the options the files were read with
 }
 
@@ -121,6 +122,19 @@ type walker struct {
 	old     map[string]cached
 	files   map[string]cached
 	skipped []Skip
+	// known are objects the latest snapshot holds: in the repository for sure (its ref is
+	// never dropped), perhaps only in a pack, where writeObject would not see them.
+	known map[string]bool
+	trees []string
+}
+
+// store writes an object unless the latest snapshot already holds it.
+func (w *walker) store(kind string, data []byte) (string, error) {
+	id := objectID(kind, data)
+	if w.known[id] {
+		return id, nil
+	}
+	return w.r.writeObject(kind, data)
 }
 
 type treeItem struct {
@@ -166,7 +180,7 @@ func (w *walker) tree(rel string) (string, error) {
 				w.skip(p, fmt.Sprintf("symlink cannot be read: %v", err), 0)
 				continue
 			}
-			id, err := w.r.writeObject("blob", []byte(target))
+			id, err := w.store("blob", []byte(target))
 			if err != nil {
 				return "", err
 			}
@@ -204,7 +218,11 @@ func (w *walker) tree(rel string) (string, error) {
 		buf = append(buf, 0)
 		buf = append(buf, raw...)
 	}
-	return w.r.writeObject("tree", buf)
+	id, err := w.store("tree", buf)
+	if err == nil {
+		w.trees = append(w.trees, id)
+	}
+	return id, err
 }
 
 func (w *walker) skip(p, why string, size int64) {
@@ -313,7 +331,14 @@ func (r *Repo) Take(ctx context.Context, fs *confined.Dir, opt Options, req Requ
 	if c.SettingsKey != key {
 		old = nil // other exclusions or limit: read everything again
 	}
-	w := &walker{ctx: ctx, r: r, fs: fs, opt: &opt, old: old, files: map[string]cached{}}
+	known := map[string]bool{}
+	for _, f := range c.Files {
+		known[f.ID] = true
+	}
+	for _, t := range c.Trees {
+		known[t] = true
+	}
+	w := &walker{ctx: ctx, r: r, fs: fs, opt: &opt, old: old, files: map[string]cached{}, known: known}
 	tree, err := w.tree("")
 	if err != nil {
 		return nil, err
@@ -348,7 +373,7 @@ func (r *Repo) Take(ctx context.Context, fs *confined.Dir, opt Options, req Requ
 	if err := r.appendEntry(e); err != nil {
 		return nil, err
 	}
-	c.Seq, c.Tree, c.Files, c.SettingsKey = e.Seq, tree, w.files, key
+	c.Seq, c.Tree, c.Files, c.Trees, c.SettingsKey = e.Seq, tree, w.files, w.trees, key
 	if err := r.saveCache(c); err != nil {
 		return nil, err
 	}

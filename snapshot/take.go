@@ -86,7 +86,7 @@ type cache struct {
 	Tree        string            `json:"tree"`
 	Compacted   time.Time         `json:"compacted"`
 	Files       map[string]cached `json:"files"`
-	Trees       []string          `json:"trees"` // the latest snapshot's trees: in the repository (loose or packed)
+	Trees       []string          `json:"trees"`    // the latest snapshot's trees: in the repository (loose or packed)
 	SettingsKey string            `json:"settings"` // the options the files were read with
 }
 

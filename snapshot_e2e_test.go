@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
 
@@ -75,6 +76,35 @@ func chamberHash(t *testing.T, dir string, skip ...string) string {
 	sort.Strings(lines)
 	h.Write([]byte(strings.Join(lines, "\n")))
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// snapshotTrees reads the snapshot index in the chamber's private state: the tree of each
+// snapshot, by "session N" and "rollback to N" (the latest of each).
+func snapshotTrees(t *testing.T, m *systemdtest.Manager, dir string) map[string]string {
+	t.Helper()
+	real, _ := filepath.EvalSymlinks(dir)
+	data, err := os.ReadFile(filepath.Join(stateDirOf(m), "chambers", timer.ID(real), "snapshots", "snapshots.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var e struct {
+			Kind        string
+			Session, To int
+			Tree        string
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		switch e.Kind {
+		case "session":
+			out[fmt.Sprintf("session %d", e.Session)] = e.Tree
+		case "rollback":
+			out[fmt.Sprintf("rollback to %d", e.To)] = e.Tree
+		}
+	}
+	return out
 }
 
 func TestSnapshotsDiffRollback(t *testing.T) {
@@ -221,6 +251,10 @@ echo "[CRYO:WAKE +1h]"
 	if h := chamberHash(t, dir, "big.bin"); h != hash1 {
 		t.Fatalf("after rollback --to-session 1 the chamber's files differ from after session 1")
 	}
+	// And git's own tree hashes: the snapshot the rollback recorded holds session 1's tree.
+	if trees := snapshotTrees(t, m, dir); trees["rollback to 1"] == "" || trees["rollback to 1"] != trees["session 1"] {
+		t.Errorf("tree after the rollback %q, after session 1 %q", trees["rollback to 1"], trees["session 1"])
+	}
 	if _, err := os.Stat(filepath.Join(dir, "sub", "deeper")); err == nil {
 		t.Errorf("sub/deeper (made by session 3) is still there")
 	}
@@ -241,6 +275,9 @@ echo "[CRYO:WAKE +1h]"
 	mustCryo(t, 0, env, dir, "rollback", "--dir", dir, "--to-session", "3")
 	if h := chamberHash(t, dir, "big.bin"); h != hash3 {
 		t.Fatalf("rollback --to-session 3 did not undo the rollback: the files differ from after session 3")
+	}
+	if trees := snapshotTrees(t, m, dir); trees["rollback to 3"] != trees["session 3"] {
+		t.Errorf("tree after the undo %q, after session 3 %q", trees["rollback to 3"], trees["session 3"])
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "notes.txt")); string(b) != "v3\n" {
 		t.Errorf("notes.txt = %q after the undo", b)

@@ -444,3 +444,52 @@ echo "[CRYO:WAKE +1h]"
 		t.Errorf("diff --session 4 after the disk was freed:\n%s", d)
 	}
 }
+
+// TestSnapshotRecovered: a wake killed after its session ended, before the snapshot: the
+// recovery takes it, so the session's changes are still in `diff` and `history`.
+func TestSnapshotRecovered(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	m := systemdtest.Start(t)
+	agent := `#!/bin/sh
+printf 'session %s\n' "$CRYO_SESSION" > "work-$CRYO_SESSION.txt"
+echo "[CRYO:EXIT 0] ok"
+echo "[CRYO:WAKE +1h]"
+`
+	dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", agent, nil)
+	env := managerEnv(m)
+	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	if code, out := bin(t, append(env, "CRYOCHAMBER_CRASH_AT=ended"), dir, "wake", "--dir", dir, "--now"); code != -9 {
+		t.Fatalf("the wake killed at ended: exit %d, want -9 (SIGKILL)\n%s", code, out)
+	}
+	mustCryo(t, 0, env, dir, "wake", "--dir", dir)
+	var d struct {
+		Files []struct{ Status, Path string } `json:"files"`
+	}
+	out := mustCryo(t, 0, env, dir, "diff", "--dir", dir, "--session", "2", "--json")
+	if err := json.Unmarshal([]byte(out), &d); err != nil || len(d.Files) != 1 || d.Files[0].Path != "work-2.txt" {
+		t.Errorf("diff --session 2 after the recovery: %v\n%s", err, out)
+	}
+	var rows []struct {
+		Session      int  `json:"session"`
+		FilesChanged *int `json:"files_changed"`
+	}
+	if err := json.Unmarshal([]byte(mustCryo(t, 0, env, dir, "history", "--dir", dir, "--json")), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[1].FilesChanged == nil || *rows[1].FilesChanged != 1 {
+		t.Errorf("history after the recovery: %+v", rows)
+	}
+	// Killed after the snapshot (at "armed"): the recovery takes no second one, which would
+	// make session 3 look like it changed nothing.
+	if code, out := bin(t, append(env, "CRYOCHAMBER_CRASH_AT=armed"), dir, "wake", "--dir", dir, "--now"); code != -9 {
+		t.Fatalf("the wake killed at armed: exit %d, want -9 (SIGKILL)\n%s", code, out)
+	}
+	mustCryo(t, 0, env, dir, "wake", "--dir", dir)
+	out = mustCryo(t, 0, env, dir, "diff", "--dir", dir, "--session", "3", "--json")
+	if err := json.Unmarshal([]byte(out), &d); err != nil || len(d.Files) != 1 || d.Files[0].Path != "work-3.txt" {
+		t.Errorf("diff --session 3 after the recovery: %v\n%s", err, out)
+	}
+	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+}

@@ -119,6 +119,25 @@ func (r *runner) snapshotAfter(ctx context.Context, n int) {
 	r.snapshotDone(ctx, n, err)
 }
 
+// snapshotRecovered takes the snapshot after session n when its process died before taking
+// it (a recovery): unless the snapshot is there already (the process died after it), which a
+// second one would make look like a session that changed nothing.
+func (r *runner) snapshotRecovered(ctx context.Context, n int) {
+	if !r.cfg.SnapshotsOn() || r.fs == nil {
+		return
+	}
+	if repo, err := r.snapRepo(); err == nil {
+		if entries, err := repo.Entries(); err == nil && len(entries) > 0 {
+			if last := entries[len(entries)-1]; last.Kind == snapshot.KindSession && last.Session == n {
+				changed := last.Changed
+				r.filesChanged = &changed
+				return
+			}
+		}
+	}
+	r.snapshotAfter(ctx, n)
+}
+
 // snapshotDone reports a snapshot that failed: a warning every time, a notice to the operator
 // once per run of failures (a full disk says so, as the other disk cases do).
 func (r *runner) snapshotDone(ctx context.Context, n int, err error) {

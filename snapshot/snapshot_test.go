@@ -231,6 +231,22 @@ func TestCompactDropsOldSnapshots(t *testing.T) {
 	if _, err := r.Git(context.Background(), nil, "cat-file", "-e", first.Commit); err == nil {
 		t.Fatalf("the first snapshot's commit is still in the repository after compaction")
 	}
+	// Sessions that change nothing name the commit before them; dropping that one's entry
+	// must keep the commit (and so its tree) while a kept entry names it.
+	var last *Entry
+	for i := 10; i < 16; i++ {
+		last = take(t, r, dir, opt, Request{Kind: KindSession, Session: i + 1, Now: t0.Add(time.Duration(i) * 24 * time.Hour)})
+	}
+	es, _ = r.Entries()
+	if es[0].Commit != last.Commit {
+		t.Fatalf("want the kept entries to share the commit of a dropped one: %+v", es)
+	}
+	if _, err := r.Git(context.Background(), nil, "cat-file", "-e", last.Tree); err != nil {
+		t.Fatalf("the tree of the kept snapshots was pruned: %v", err)
+	}
+	if refs, _ := r.Git(context.Background(), nil, "for-each-ref", "refs/snapshots/"); strings.Count(string(refs), "\n") != 1 {
+		t.Fatalf("refs after compaction (want the one of the shared commit):\n%s", refs)
+	}
 }
 
 // TestRestoreTypeChanges: a file that became a directory, a directory that became a symlink,
@@ -302,7 +318,12 @@ func TestPackedObjectsNotRewritten(t *testing.T) {
 		t.Fatalf("%d loose objects after gc", n)
 	}
 	take(t, r, dir, opt, Request{Kind: KindSession, Session: 2, Now: now})
-	if n := loose(); n != 1 {
-		t.Fatalf("a snapshot of an unchanged chamber wrote %d loose objects, want 1 (its commit)", n)
+	if n := loose(); n != 0 {
+		t.Fatalf("a snapshot of an unchanged chamber wrote %d loose objects, want none", n)
+	}
+	write(t, dir, "da/f.txt", "changed\n", 0o644)
+	take(t, r, dir, opt, Request{Kind: KindSession, Session: 3, Now: now})
+	if n := loose(); n != 4 {
+		t.Fatalf("a snapshot of one changed file wrote %d loose objects, want 4 (its blob, its tree, the root, the commit)", n)
 	}
 }

@@ -84,6 +84,7 @@ type cached struct {
 type cache struct {
 	Seq         int               `json:"seq"`
 	Tree        string            `json:"tree"`
+	Commit      string            `json:"commit"` // the latest snapshot's commit
 	Compacted   time.Time         `json:"compacted"`
 	Files       map[string]cached `json:"files"`
 	Trees       []string          `json:"trees"`    // the latest snapshot's trees: in the repository (loose or packed)
@@ -353,27 +354,33 @@ func (r *Repo) Take(ctx context.Context, fs *confined.Dir, opt Options, req Requ
 	}
 	prevTree := c.Tree
 	e := Entry{Seq: c.Seq + 1, Kind: req.Kind, Session: req.Session, To: req.To, Time: req.Now.UTC().Truncate(time.Second), Tree: tree, Skipped: w.skipped}
-	ts := strconv.FormatInt(req.Now.Unix(), 10) + " +0000"
-	msg := fmt.Sprintf("tree %s\nauthor cryochamber <cryochamber@localhost> %s\ncommitter cryochamber <cryochamber@localhost> %s\n\nsnapshot %d: %s\n",
-		tree, ts, ts, e.Seq, e.Describe())
-	if e.Commit, err = r.writeObject("commit", []byte(msg)); err != nil {
-		return nil, err
-	}
-	if err := r.syncObjects(); err != nil {
-		return nil, err
-	}
-	if prevTree != tree {
-		if files, err := r.Changes(ctx, prevTree, tree); err == nil {
-			e.Changed = len(files)
+	if tree == prevTree && c.Commit != "" {
+		// Nothing changed (a session that only answered a message): the entry names the
+		// latest commit, which its ref keeps; no object, no ref, no fsync but the index's.
+		e.Commit = c.Commit
+	} else {
+		ts := strconv.FormatInt(req.Now.Unix(), 10) + " +0000"
+		msg := fmt.Sprintf("tree %s\nauthor cryochamber <cryochamber@localhost> %s\ncommitter cryochamber <cryochamber@localhost> %s\n\nsnapshot %d: %s\n",
+			tree, ts, ts, e.Seq, e.Describe())
+		if e.Commit, err = r.writeObject("commit", []byte(msg)); err != nil {
+			return nil, err
 		}
-	}
-	if err := r.writeRef(e.Seq, e.Commit); err != nil {
-		return nil, err
+		if err := r.syncObjects(); err != nil {
+			return nil, err
+		}
+		if prevTree != tree {
+			if files, err := r.Changes(ctx, prevTree, tree); err == nil {
+				e.Changed = len(files)
+			}
+		}
+		if err := r.writeRef(e.Seq, e.Commit); err != nil {
+			return nil, err
+		}
 	}
 	if err := r.appendEntry(e); err != nil {
 		return nil, err
 	}
-	c.Seq, c.Tree, c.Files, c.Trees, c.SettingsKey = e.Seq, tree, w.files, w.trees, key
+	c.Seq, c.Tree, c.Commit, c.Files, c.Trees, c.SettingsKey = e.Seq, tree, e.Commit, w.files, w.trees, key
 	if err := r.saveCache(c); err != nil {
 		return nil, err
 	}
@@ -434,9 +441,22 @@ func (r *Repo) Compact(ctx context.Context, cutoff time.Time) error {
 		}
 	}
 	if len(drop) > 0 {
+		// Several entries may name one commit (a session that changed nothing names the one
+		// before it), and the ref is the first one's: a ref goes when no kept entry names its
+		// commit.
+		kept := map[string]bool{}
+		for _, e := range keep {
+			kept[e.Commit] = true
+		}
+		refs, err := r.Git(ctx, nil, "for-each-ref", "--format=%(objectname) %(refname)", "refs/snapshots/")
+		if err != nil {
+			return err
+		}
 		var cmds strings.Builder
-		for _, e := range drop {
-			fmt.Fprintf(&cmds, "delete refs/snapshots/%d\n", e.Seq)
+		for _, line := range strings.Split(strings.TrimSpace(string(refs)), "\n") {
+			if id, name, ok := strings.Cut(line, " "); ok && !kept[id] {
+				fmt.Fprintf(&cmds, "delete %s\n", name)
+			}
 		}
 		if _, err := r.Git(ctx, strings.NewReader(cmds.String()), "update-ref", "--no-deref", "--stdin"); err != nil {
 			return err

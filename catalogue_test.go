@@ -101,6 +101,10 @@ var catalogue = []badInput{
 	{"config", "stop_after in words", "stop_after = \"next June\"\n", `cryochamber: cryo.toml:1: stop_after: "next June" is not a date or an instant`},
 	{"config", "max_sessions_per_day 0", "max_sessions_per_day = 0\n", "cryochamber: cryo.toml:1: max_sessions_per_day: must be at least 1, not 0"},
 	{"config", "a budget of 0", "budget_per_day = 0\n", "cryochamber: cryo.toml:1: budget_per_day: must be an amount in USD above 0"},
+	// Issue 27: the snapshot keys.
+	{"config", "bad snapshot_keep", "snapshot_keep = \"forever\"\n", `cryochamber: cryo.toml:1: snapshot_keep: "forever" is not a retention`},
+	{"config", "snapshot_keep under a day", "snapshot_keep = \"2h\"\n", "cryochamber: cryo.toml:1: snapshot_keep: must be at least a day"},
+	{"config", "bad snapshot_exclude glob", "snapshot_exclude = [\"[a-\"]\n", `cryochamber: cryo.toml:1: snapshot_exclude: "[a-" is not a glob`},
 	{"config", "agent with shell syntax", "agent = \"opencode; rm -rf ~\"\n", `cryochamber: cryo.toml:1: agent: unquoted ";" is shell syntax`},
 	{"config", "custom agent without command", "[agents.bot]\nstdin = true\n", "cryochamber: cryo.toml: agents.bot.command: is required for an agent that is not a preset"},
 	{"config", "bad [[fallback]] action", "[[fallback]]\naction = \"sms\"\ntarget = \"1\"\n", `cryochamber: cryo.toml: fallback[0].action: unknown action "sms"`},

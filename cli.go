@@ -168,6 +168,7 @@ cryochamber -C ~/plans/x status), or $CRYO_DIR.
 			syncCommand(env), completionCommand(env), manCommand(env), webCommand(env),
 			versionCommand(env), todoCommand(env), forgetCommand(env), // issue 24: cmd_version.go, cmd_todo.go
 			digestCommand(env), // issue 26
+			diffCommand(env), rollbackCommand(env), // issue 27: snapshots
 		},
 	}
 	addExamples(app.Commands) // help CMD ends with the command's examples (cmd_examples.go)

@@ -65,6 +65,12 @@ type Config struct {
 	Summaries string           `toml:"summaries"`
 	Digest    string           `toml:"digest"`
 
+	// Snapshots of the chamber's files after every session (snapshot_config.go).
+	Snapshots       *bool     `toml:"snapshots"`
+	SnapshotExclude []string  `toml:"snapshot_exclude"`
+	SnapshotMaxFile Size      `toml:"snapshot_max_file"`
+	SnapshotKeep    Retention `toml:"snapshot_keep"`
+
 	// Location is Timezone loaded (the system zone when Timezone is empty).
 	Location *time.Location `toml:"-"`
 }
@@ -438,6 +444,9 @@ func (c *Config) check(name string, data []byte, local *time.Location) error {
 		return err
 	}
 	if err := c.checkHeartbeat(name, data); err != nil {
+		return err
+	}
+	if err := c.checkSnapshots(bad); err != nil {
 		return err
 	}
 	if err := c.checkGuardrails(name, data); err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -49,6 +50,9 @@ type HistoryRow struct {
 	TokensOut   *int64   `json:"tokens_out"`
 	CostUSD     *float64 `json:"cost_usd"`
 	UsageSource string   `json:"usage_source,omitempty"`
+	// FilesChanged: paths the session changed in the chamber (its snapshot against the one
+	// before it); null when no snapshot was taken (snapshots = false, or it failed).
+	FilesChanged *int `json:"files_changed"`
 }
 
 // historyFile is the index file of a year.
@@ -72,7 +76,7 @@ func (r *runner) recordHistory(n int, o outcome, m *marker.Result, stop string) 
 	row := HistoryRow{
 		Session: n, Why: r.st.Reason, Due: due.UTC(), Started: o.start.UTC(), Ended: o.end.UTC(),
 		Late: max(o.start.Sub(due), 0).Round(time.Second).String(), Duration: o.end.Sub(o.start).Round(time.Second).String(),
-		Exit: o.exit, Answered: r.answered,
+		Exit: o.exit, Answered: r.answered, FilesChanged: r.filesChanged,
 	}
 	if r.st.Last != nil && r.st.Last.Session == n {
 		row.Why = r.st.Last.Why
@@ -188,16 +192,20 @@ func WriteHistory(w io.Writer, rows []HistoryRow, asJSON bool, loc *time.Locatio
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tSTARTED\tLATE\tTOOK\tWHY\tRESULT\tANSWERED\tTODOS\tTOKENS\tCOST\tALERT\tSUMMARY")
+	fmt.Fprintln(tw, "SESSION\tSTARTED\tLATE\tTOOK\tWHY\tRESULT\tANSWERED\tTODOS\tFILES\tTOKENS\tCOST\tALERT\tSUMMARY")
 	for _, r := range rows {
 		result := fmt.Sprintf("EXIT %d %s", r.Exit, r.Outcome)
 		alert := r.Alert
 		if alert == "" {
 			alert = "-"
 		}
+		files := "-"
+		if r.FilesChanged != nil {
+			files = strconv.Itoa(*r.FilesChanged)
+		}
 		tokens, cost := r.usageColumns() // ledger.go
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", r.Session, r.Started.In(loc).Format("2006-01-02 15:04 MST"), r.Late, r.Duration,
-			r.Why, result, r.Answered, r.TodosAdd, tokens, cost, alert, termtext.Line(clipBytes(strings.TrimSpace(r.Summary), 80)))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Session, r.Started.In(loc).Format("2006-01-02 15:04 MST"), r.Late, r.Duration,
+			r.Why, result, r.Answered, r.TodosAdd, files, tokens, cost, alert, termtext.Line(clipBytes(strings.TrimSpace(r.Summary), 80)))
 	}
 	return tw.Flush()
 }

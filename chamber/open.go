@@ -49,6 +49,8 @@ type runner struct {
 	unknownCost int            // a session whose cost is unknown while a budget is set (ledger.go)
 	booked      bool           // the session being finished is in the spend (ledger.go)
 	saved       []byte         // what the last save wrote (saveChanged compares with it)
+	// filesChanged: files the session being finished changed, from its snapshot (snapshot.go)
+	filesChanged *int
 }
 
 // openOptions say how a command holds a chamber.

@@ -70,10 +70,12 @@ func (r *runner) recover(ctx context.Context) (bool, error) {
 		}
 		r.printf("recovering: session %d crashed (its process died); closed its block as failed", n)
 		o := outcome{start: info.Start, end: end, exit: 2, reason: EndCrashed, detail: "the session's process died before it finished"}
+		r.snapshotRecovered(ctx, n) // snapshot.go
 		return true, r.retry(ctx, n, m, o)
 	}
 	r.printf("recovering: session %d finished but did not hibernate; finishing now", n)
 	o := outcome{start: info.Start, end: info.End.End, exit: info.End.Exit, reason: Ending(info.End.Reason)}
+	r.snapshotRecovered(ctx, n) // snapshot.go
 	return true, r.afterSession(ctx, n, m, o, info.End.End)
 }
 

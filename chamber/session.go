@@ -102,6 +102,7 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 
 	r.checkLog(start)
 	r.checkPrivateDir(start)
+	r.snapshotBefore(ctx, n) // snapshot.go: never stops the session
 	meta := []string{"task: " + oneLine(cmd.Task), "command: " + oneLine(cmd.Line), "due: " + due.UTC().Format(time.RFC3339) + " (" + string(why) + ")"}
 	block, err := sessionlog.Begin(r.logPath(), n, start, meta)
 	if err == nil {
@@ -165,6 +166,7 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 	}
 	r.env.checkpoint("ended")
 	r.printf("session %d: %s", n, describe(o, result))
+	r.snapshotAfter(ctx, n) // snapshot.go: a failure is a warning and a notice, never a stop
 	// What follows must finish even when we were stopped (a shutdown sends SIGTERM and waits
 	// about 90 s): without a context of its own, arming the retry would fail and the chamber
 	// would stop for good after an ordinary reboot.

@@ -328,6 +328,7 @@ func (s *Server) chamberPage(w http.ResponseWriter, r *http.Request) {
 			data.Spend = spendChart(rows, v.location(ctx, dir), now)
 		}
 	})
+	wg.Go(func() { data.Diff = readDiff(ctx, v, dir, session) })
 	wg.Go(func() {
 		if d, err := chamber.ReadDocuments(ctx, v.with(io.Discard), dir); err == nil {
 			data.Docs = d

@@ -215,6 +215,7 @@ type chamberData struct {
 	Block       blockData
 	Docs        *chamber.Documents // plan.md and NOTES.md, read-only
 	Spend       template.HTML      // the spend chart (spend.go); "" when nothing ran lately
+	Diff        diffData           // what the session shown changed in the chamber (diff.go)
 }
 
 // maxMessages bounds the conversation on the page: a chamber of five years holds hundreds.

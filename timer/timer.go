@@ -49,6 +49,9 @@ type Chamber struct {
 	// (`<ID>-boot.service`), whose timers do not outlive the manager; launchd loads its agents
 	// again at login. Empty: the Argv of the Wake job armed, if any.
 	Boot []string
+	// Cluster are the chamber's own options for a cluster scheduler (Slurm: the #SBATCH lines
+	// from cryo.toml's [slurm], "--partition=gpu"); the other backends ignore them.
+	Cluster []string
 }
 
 // Job is one OS timer: at At, run Argv.
@@ -72,7 +75,7 @@ type Installed struct {
 
 // Backend arms, reads back and removes a chamber's OS timers.
 type Backend interface {
-	// Name is "systemd" or "launchd".
+	// Name is "systemd", "launchd" or "slurm".
 	Name() string
 	// Arm installs (or replaces) the timers of the jobs (one per kind) for c and starts them,
 	// in one step where the OS allows it (systemd: one reload of the user manager for all).

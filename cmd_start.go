@@ -19,7 +19,7 @@ environment (PATH, HOME, agent_env, the alert secrets): later edits take effect 
 (resume it), and a plan.md that is still init's template (--force runs it anyway).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "agent", Usage: "agent command line for this chamber (overrides `agent` in cryo.toml): opencode, claude, codex, or any command"},
-			&cli.StringFlag{Name: "backend", Usage: "timer backend: systemd or launchd (default: by OS, or `backend` in cryo.toml)"},
+			&cli.StringFlag{Name: "backend", Usage: "timer backend: systemd, launchd or slurm (default: by OS, or `backend` in cryo.toml)"},
 			&cli.BoolFlag{Name: "force", Usage: "start even if plan.md is still the template"},
 			dirFlag(),
 		},

@@ -45,6 +45,7 @@ type Config struct {
 	Email           *EmailConfig          `toml:"email"`
 	Webhook         *WebhookConfig        `toml:"webhook"`
 	Channels        *ChannelsConfig       `toml:"channels"` // config_channels.go
+	Slurm           *SlurmConfig          `toml:"slurm"`    // config_slurm.go
 
 	// Location is Timezone loaded (the system zone when Timezone is empty).
 	Location *time.Location `toml:"-"`
@@ -319,9 +320,12 @@ func (c *Config) check(name string, data []byte, local *time.Location) error {
 		c.WatchInbox = &t
 	}
 	switch c.Backend {
-	case "", "systemd", "launchd":
+	case "", "systemd", "launchd", "slurm":
 	default:
-		return bad("", "backend", "unknown backend %q (want \"systemd\" or \"launchd\")", c.Backend)
+		return bad("", "backend", "unknown backend %q (want \"systemd\", \"launchd\" or \"slurm\")", c.Backend)
+	}
+	if err := c.checkSlurm(bad); err != nil { // config_slurm.go
+		return err
 	}
 	names := make([]string, 0, len(c.Agents))
 	for n := range c.Agents {

@@ -66,6 +66,9 @@ type StatusInfo struct {
 	Sync          []channel.SyncStatus `json:"sync"` // each channel's last sync ([channels])
 	Tail          []string             `json:"tail"`
 	Warnings      []string             `json:"warnings"`
+
+	// Jobs are the Slurm backend's jobs of the chamber (status_jobs.go).
+	Jobs []timer.SlurmJob `json:"jobs,omitempty"`
 }
 
 // Upcoming is one wake that is coming: the plan's, a TODO's, a retry, the dead-man, an alert
@@ -362,6 +365,7 @@ func (s *StatusInfo) timers(ctx context.Context, r *runner) {
 	}
 	if s.TimerError == "" {
 		s.Warnings = append(s.Warnings, be.Warnings(ctx)...)
+		s.jobs(ctx, be, r.id) // status_jobs.go
 	}
 }
 
@@ -454,6 +458,9 @@ func (s *StatusInfo) WriteText(w io.Writer, loc *time.Location, now time.Time) {
 	}
 	if s.TimerError != "" {
 		p("timers", "cannot ask the OS: %s", s.TimerError)
+	}
+	for _, j := range s.Jobs { // status_jobs.go
+		p("slurm job", "%s", statusJob(j, loc))
 	}
 	p("inbox watcher", "%s", s.Watcher)
 	if s.Holder != nil {

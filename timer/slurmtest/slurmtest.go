@@ -302,3 +302,17 @@ func freePorts(t testing.TB, n int) []int {
 	}
 	return ports
 }
+
+// CancelAll cancels every job of the cluster and waits (a while) until none runs, so that a
+// test's files are no longer written when its temporary directories are removed.
+func (c *Cluster) CancelAll() {
+	_ = c.Cmd("scancel", "--quiet", "--user="+strconv.Itoa(os.Getuid())).Run()
+	deadline := time.Now().Add(stopTimeout)
+	for time.Now().Before(deadline) {
+		out, err := c.Cmd("squeue", "--noheader", "--format=%i").Output()
+		if err != nil || strings.TrimSpace(string(out)) == "" {
+			return
+		}
+		time.Sleep(pollEvery)
+	}
+}

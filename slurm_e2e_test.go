@@ -56,6 +56,23 @@ func slurmJobs(t *testing.T, c *slurmtest.Cluster, dir string) []string {
 	return jobs
 }
 
+// noJobsLeft: after cancel, a session that was still running finishes (it sees the cancel
+// and removes what it armed), and then no job of the chamber is left.
+func noJobsLeft(t *testing.T, c *slurmtest.Cluster, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		j := slurmJobs(t, c, dir)
+		if len(j) == 0 {
+			return
+		}
+		if !strings.Contains(strings.Join(j, "\n"), "RUNNING") || time.Now().After(deadline) {
+			t.Fatalf("cancel left jobs: %q", j)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 func runsOf(dir string) string {
 	data, _ := os.ReadFile(filepath.Join(dir, "runs.txt"))
 	return string(data)
@@ -121,9 +138,7 @@ if [ "$CRYO_SESSION" -lt 3 ]; then echo "[CRYO:WAKE +3s]"; else echo "[CRYO:WAKE
 		t.Errorf("ps --backend slurm does not list the chamber:\n%s", out)
 	}
 	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
-	if j := slurmJobs(t, c, dir); len(j) != 0 {
-		t.Fatalf("cancel left jobs: %q", j)
-	}
+	noJobsLeft(t, c, dir)
 }
 
 // A session killed with SIGKILL (the agent kills its wake) is reported by the dead-man job.
@@ -177,9 +192,7 @@ if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE +6s]"; else echo "[CRYO:WAKE +
 	c.StartController()
 	waitFor(t, 60*time.Second, "session 2 after the controller's restart", func() bool { return strings.Contains(runsOf(dir), "ran 2") })
 	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
-	if j := slurmJobs(t, c, dir); len(j) != 0 {
-		t.Fatalf("cancel left jobs: %q", j)
-	}
+	noJobsLeft(t, c, dir)
 }
 
 // A message sent while the chamber sleeps wakes it through a job, long before its wake.
@@ -203,7 +216,5 @@ echo "[CRYO:WAKE +1h]"
 		return strings.Contains(strings.Join(slurmJobs(t, c, dir), "\n"), "-wake PENDING")
 	})
 	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
-	if j := slurmJobs(t, c, dir); len(j) != 0 {
-		t.Fatalf("cancel left jobs: %q", j)
-	}
+	noJobsLeft(t, c, dir)
 }

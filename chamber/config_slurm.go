@@ -41,8 +41,8 @@ func (c *Config) checkSlurm(bad func(table, key, format string, args ...any) err
 	return nil
 }
 
-// sbatchArgs are the chamber's own #SBATCH options.
-func (c *Config) sbatchArgs() []string {
+// SbatchArgs are the chamber's own #SBATCH options.
+func (c *Config) SbatchArgs() []string {
 	s := c.Slurm
 	if s == nil {
 		return nil

@@ -211,7 +211,10 @@ func CheckSbatchArg(arg string) error {
 	}
 	name, _, _ := strings.Cut(arg, "=")
 	for _, f := range forbiddenSbatch {
-		if name == f || len(f) == 2 && strings.HasPrefix(name, f) && !strings.HasPrefix(name, "--") {
+		// sbatch reads options with getopt_long, which takes any unambiguous abbreviation of a
+		// long option ("--wra=id"), and a short option glued to its value ("-Jname").
+		long := strings.HasPrefix(name, "--") && len(f) > 2 && len(name) > 2 && strings.HasPrefix(f, name)
+		if name == f || long || len(f) == 2 && strings.HasPrefix(name, f) && !strings.HasPrefix(name, "--") {
 			return fmt.Errorf("sbatch option %q: cryochamber sets %s itself", arg, f)
 		}
 	}

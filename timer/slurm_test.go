@@ -51,6 +51,9 @@ func TestCheckSbatchArg(t *testing.T) {
 		"--output=/tmp/x":     "cryochamber sets --output itself",
 		"--export=ALL":        "cryochamber sets --export itself",
 		"--qos=$(id)":         `contains '$'`,
+		"--wra=id":            "cryochamber sets --wrap itself",
+		"--dep=singleton":     "cryochamber sets --dependency itself",
+		"--begi=now":          "cryochamber sets --begin itself",
 	} {
 		err := CheckSbatchArg(arg)
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -91,19 +91,27 @@ func (b *slurmBackend) run(ctx context.Context, dir, name string, args ...string
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(errb.String())
+		if msg == "" { // scontrol ping says it on stdout: "Slurmctld(primary) at host is DOWN"
+			msg, _, _ = strings.Cut(strings.TrimSpace(out.String()), "\n")
+		}
 		if len(msg) > 400 {
 			msg = msg[:400] + "..."
 		}
-		if msg == "" {
-			msg = err.Error()
+		if msg == "" || ctx.Err() != nil {
+			msg = strings.TrimSpace(msg + " (" + err.Error() + ")")
 		}
 		err = fmt.Errorf("%s: %s", name, msg)
-		if ctx.Err() != nil || strings.Contains(msg, "Unable to contact slurm controller") || strings.Contains(msg, "Connection refused") || strings.Contains(msg, "Socket timed out") {
-			return nil, &HintError{Err: fmt.Errorf("%w: %v", ErrUnavailable, err), Hint: "check that slurmctld runs (`scontrol ping`) and that SLURM_CONF names this cluster"}
+		if ctx.Err() != nil || strings.Contains(msg, "Unable to contact slurm controller") || strings.Contains(msg, "Connection refused") || strings.Contains(msg, "Socket timed out") || strings.Contains(msg, " is DOWN") {
+			return nil, unreachable(err)
 		}
 		return nil, err
 	}
 	return out.Bytes(), nil
+}
+
+// unreachable marks err as the controller not answering.
+func unreachable(err error) error {
+	return &HintError{Err: fmt.Errorf("%w: %v", ErrUnavailable, err), Hint: "check that slurmctld runs (`scontrol ping`) and that SLURM_CONF names this cluster; see docs/CLUSTER.md"}
 }
 
 // Preflight asks the controller whether it answers before session 1 runs.
@@ -334,10 +342,21 @@ func (b *slurmBackend) squeue(ctx context.Context, names ...string) ([]SlurmJob,
 		return nil, err
 	}
 	var resp struct {
-		Jobs []squeueJob `json:"jobs"`
+		Jobs   []squeueJob `json:"jobs"`
+		Errors []struct {
+			Description string `json:"description"`
+			Error       string `json:"error"`
+			Source      string `json:"source"`
+		} `json:"errors"`
 	}
 	if err := json.Unmarshal(out, &resp); err != nil {
 		return nil, fmt.Errorf("squeue --json: %w", err)
+	}
+	// With the controller down, squeue --json exits 0 with no jobs and an error: that is no
+	// answer at all, never "no timer".
+	if len(resp.Errors) > 0 {
+		e := resp.Errors[0]
+		return nil, unreachable(fmt.Errorf("squeue --json: %s: %s (%s)", e.Source, e.Description, e.Error))
 	}
 	var jobs []SlurmJob
 	for _, j := range resp.Jobs {

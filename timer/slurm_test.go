@@ -3,6 +3,7 @@ package timer
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -219,5 +220,41 @@ func TestSlurmBackend(t *testing.T) {
 	time.Sleep(3 * time.Second) // a run under way at DisarmPoll cannot queue another
 	if jobs, err := be.Jobs(ctx, c.ID); err != nil || len(jobs) != 0 {
 		t.Fatalf("jobs left after DisarmPoll: %+v, %v", jobs, err)
+	}
+}
+
+// With the controller down, squeue --json exits 0 with an empty job list and an "errors"
+// entry: that is an unreachable manager, never "no timer" (cancel would say it removed jobs
+// that are still pending).
+func TestSlurmControllerDown(t *testing.T) {
+	cl := slurmtest.Start(t)
+	be := newSlurm(t, cl)
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := Chamber{ID: ID(dir), Dir: dir}
+	at := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	if err := be.Arm(ctx, c, Job{Kind: Wake, At: at, Argv: []string{"/bin/true"}}); err != nil {
+		t.Fatal(err)
+	}
+	cl.StopController()
+	if err := be.Preflight(ctx); err == nil || !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "DOWN") {
+		t.Errorf("Preflight with the controller down = %v", err)
+	}
+	if _, ok, err := be.Read(ctx, c.ID, Wake); !errors.Is(err, ErrUnavailable) || ok {
+		t.Errorf("Read with the controller down = %v, %v; want ErrUnavailable", ok, err)
+	}
+	if err := be.Disarm(ctx, c.ID, Wake); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Disarm with the controller down = %v; want ErrUnavailable", err)
+	}
+	if _, err := be.Installed(ctx); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Installed with the controller down = %v; want ErrUnavailable", err)
+	}
+	var he *HintError
+	if _, _, err := be.Read(ctx, c.ID, Wake); !errors.As(err, &he) || !strings.Contains(he.Hint, "scontrol ping") {
+		t.Errorf("no hint: %v", err)
+	}
+	cl.StartController()
+	if v, err := Check(ctx, be, c.ID, Wake, at); err != nil || !v.OK {
+		t.Fatalf("after the restart: %v, %v", v, err)
 	}
 }

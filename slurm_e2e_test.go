@@ -218,3 +218,31 @@ echo "[CRYO:WAKE +1h]"
 	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
 	noJobsLeft(t, c, dir)
 }
+
+// With the controller down, start refuses before session 1 runs, says why and what to check,
+// and neither runs the agent nor leaves a job; a bad [slurm] option is refused the same way.
+func TestSlurmStartRefusals(t *testing.T) {
+	c := slurmtest.Start(t)
+	env := slurmEnv(t, c)
+	agent := "#!/bin/sh\necho ran >> runs.txt\necho '[CRYO:EXIT 0] x'\necho '[CRYO:WAKE +1h]'\n"
+	dir := slurmChamber(t, c, agent, "[slurm]\nextra_args = [\"--time=1:00:00\", \"--dependency=afterok:1\"]\n")
+	out := mustCryo(t, 2, env, dir, "start", filepath.Join(dir, "plan.md"))
+	if !strings.Contains(out, `slurm.extra_args: sbatch option "--dependency=afterok:1": cryochamber sets --dependency itself`) {
+		t.Errorf("start with a bad [slurm] option:\n%s", out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cryo.toml"), []byte("agent = \"./agent.sh\"\nbackend = \"slurm\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.StopController()
+	code, out := bin(t, env, dir, "start", filepath.Join(dir, "plan.md"))
+	if code == 0 || !strings.Contains(out, "cryochamber: no timer could be armed after session 1") || !strings.Contains(out, "hint: check that slurmctld runs (`scontrol ping`)") {
+		t.Errorf("start with the controller down: exit %d\n%s", code, out)
+	}
+	if runsOf(dir) != "" {
+		t.Errorf("session 1 ran although no timer could be armed after it:\n%s", runsOf(dir))
+	}
+	c.StartController()
+	if j := slurmJobs(t, c, dir); len(j) != 0 {
+		t.Errorf("jobs after the refusals: %q", j)
+	}
+}

@@ -317,6 +317,9 @@ type SlurmJob struct {
 	State string     `json:"state"` // PENDING, RUNNING, ...
 	Dir   string     `json:"-"`
 	begin time.Time  // the begin time in the job's comment
+	// late: the begin time had passed when the job was submitted (Slurm then counts from the
+	// submission, and the job starts as soon as it can).
+	late bool
 }
 
 // squeueJob is the part of one job of `squeue --json` (Slurm 22.05 and later) we read.
@@ -328,6 +331,7 @@ type squeueJob struct {
 	Comment  string `json:"comment"`
 	Cwd      string `json:"current_working_directory"`
 	User     string `json:"user_name"`
+	Submit   int64  `json:"submit_time"`
 }
 
 // squeue lists the user's jobs named names (none: all of cryochamber's, named with Prefix).
@@ -376,6 +380,7 @@ func (b *slurmBackend) squeue(ctx context.Context, names ...string) ([]SlurmJob,
 		if _, v, ok := strings.Cut(j.Comment, "cryochamber begin="); ok {
 			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 				sj.begin = time.Unix(n, 0).UTC()
+				sj.late = j.Submit > 0 && n <= j.Submit
 			}
 		}
 		jobs = append(jobs, sj)
@@ -399,12 +404,19 @@ func pendingIDs(jobs []SlurmJob) []int64 {
 	return ids
 }
 
-// cancel cancels the jobs by id; a job that ended meanwhile is not an error.
+// cancel cancels the pending jobs by id; a job that ended meanwhile is not an error. Only
+// pending ones: a job listed as pending may have started since, and a running session (or
+// dead-man check) must not be killed by a re-arming.
 func (b *slurmBackend) cancel(ctx context.Context, ids ...int64) error {
+	return b.scancel(ctx, []string{"--state=PENDING"}, ids)
+}
+
+// scancel cancels the jobs by id, with filters.
+func (b *slurmBackend) scancel(ctx context.Context, filters []string, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	args := []string{"--quiet"}
+	args := append([]string{"--quiet"}, filters...)
 	for _, id := range ids {
 		args = append(args, strconv.FormatInt(id, 10))
 	}
@@ -447,6 +459,9 @@ func (b *slurmBackend) Read(ctx context.Context, id string, k Kind) (Reading, bo
 	}
 	r := Reading{Backend: b.Name(), Precision: time.Second, Loc: time.UTC, Held: fmt.Sprintf("job %d", last.ID)}
 	switch {
+	case last.late:
+		r.Next = last.begin
+		r.Held += " (due when submitted: as soon as it can)"
 	case last.Begin != nil:
 		r.Next = *last.Begin
 	case !last.begin.IsZero():
@@ -612,7 +627,7 @@ func (b *slurmBackend) DisarmPoll(ctx context.Context, id string) error {
 	for _, j := range jobs {
 		ids = append(ids, j.ID)
 	}
-	return b.cancel(ctx, ids...)
+	return b.scancel(ctx, nil, ids) // a sync under way too: it loses nothing (timer/sync.go)
 }
 
 func (b *slurmBackend) PollArmed(ctx context.Context, id string) (bool, error) {

@@ -185,6 +185,36 @@ func TestSlurmBackend(t *testing.T) {
 	}
 	waitFile(t, filepath.Join(dir, "woke"), 30*time.Second)
 
+	// A job armed for a time already past, behind a running job of its name (singleton): it
+	// is read back as armed, due at once, and re-arming does not kill the running one.
+	running := filepath.Join(dir, "alert-running")
+	if err := be.Arm(ctx, c, Job{Kind: Alert, At: time.Now().UTC(), Argv: []string{"/bin/sh", "-c", "touch \"$0\"; sleep 5; touch \"$0.done\"", running}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, running, 30*time.Second)
+	past := time.Now().Add(-10 * time.Second).UTC().Truncate(time.Second)
+	if err := be.Arm(ctx, c, Job{Kind: Alert, At: past, Argv: touch("alerted")}); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := Check(ctx, be, c.ID, Alert, past); err != nil || !v.OK {
+		t.Fatalf("a job due at once, behind a running one: %v, %v", v, err)
+	}
+	waitFile(t, running+".done", 30*time.Second)
+	waitFile(t, filepath.Join(dir, "alerted"), 30*time.Second)
+	// The same while the partition cannot start jobs: Slurm counts the job's eligible time
+	// from its submission, not from the begin time asked for.
+	cl.Run("scontrol", "update", "PartitionName=main", "State=DOWN")
+	past = time.Now().Add(-10 * time.Second).UTC().Truncate(time.Second)
+	if err := be.Arm(ctx, c, Job{Kind: Alert, At: past, Argv: touch("alerted-again")}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // a scheduler pass
+	if v, err := Check(ctx, be, c.ID, Alert, past); err != nil || !v.OK {
+		t.Fatalf("a job due at once, in a partition that is down: %v, %v", v, err)
+	}
+	cl.Run("scontrol", "update", "PartitionName=main", "State=UP")
+	waitFile(t, filepath.Join(dir, "alerted-again"), 30*time.Second)
+
 	if err := be.Disarm(ctx, c.ID, Fallback); err != nil {
 		t.Fatal(err)
 	}

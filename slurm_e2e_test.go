@@ -11,6 +11,7 @@ import (
 
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/slurmtest"
+	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
 
 // End-to-end tests of backend = "slurm" against a private one-node Slurm cluster
@@ -245,4 +246,28 @@ func TestSlurmStartRefusals(t *testing.T) {
 	if j := slurmJobs(t, c, dir); len(j) != 0 {
 		t.Errorf("jobs after the refusals: %q", j)
 	}
+}
+
+// `ps` asks the default backend for its timers, and each chamber's own backend about that
+// chamber: a Slurm chamber beside systemd ones is armed, not "orphaned".
+func TestSlurmChamberInPlainPs(t *testing.T) {
+	m := systemdtest.Start(t)
+	c := slurmtest.Start(t)
+	env := append(managerEnv(m), c.Env()...)
+	t.Cleanup(c.CancelAll)
+	agent := "#!/bin/sh\necho '[CRYO:EXIT 0] x'\necho '[CRYO:WAKE +1h]'\n"
+	dir := slurmChamber(t, c, agent, "watch_inbox = false\n")
+	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	out := mustCryo(t, 0, env, dir, "ps", "--json")
+	var rows []struct {
+		Dir, State, Problem string
+	}
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("ps --json: %v\n%s", err, out)
+	}
+	if len(rows) != 1 || rows[0].Dir != dir || rows[0].State != "armed" {
+		t.Fatalf("ps --json (systemd, the default) on a Slurm chamber:\n%s", out)
+	}
+	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	noJobsLeft(t, c, dir)
 }

@@ -139,15 +139,23 @@ func (b *slurmBackend) Arm(ctx context.Context, c Chamber, jobs ...Job) error {
 		if j.At.IsZero() {
 			return fmt.Errorf("%s job: no time given", j.Kind)
 		}
+	}
+	queued, err := b.Jobs(ctx, c.ID) // one squeue for every kind
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
 		if err := b.writeScript(c, j.Kind, j.Argv, 0); err != nil {
-			return err
-		}
-		old, err := b.queued(ctx, c.ID, j.Kind)
-		if err != nil {
 			return err
 		}
 		if _, err := b.submit(ctx, c.ID, j.Kind, j.At); err != nil {
 			return err
+		}
+		var old []SlurmJob
+		for _, q := range queued {
+			if q.Name == SlurmJobName(c.ID, j.Kind) {
+				old = append(old, q)
+			}
 		}
 		if err := b.cancel(ctx, pendingIDs(old)...); err != nil {
 			return err

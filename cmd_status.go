@@ -9,7 +9,7 @@ import (
 func statusCommand(env *chamber.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "status",
-		Usage: "show the plan, state, every upcoming wake, the last result, the timers as the OS reports them, and the latest block",
+		Usage: "show the plan, state, every upcoming wake, the last result, the timers as the OS reports them (on Slurm, each job: id, name, begin time), and the latest block",
 		Flags: []cli.Flag{dirFlag(), jsonFlag(), &cli.IntFlag{Name: "lines", Value: 10, Usage: "lines of the latest block to show"}},
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c); err != nil {

@@ -1,5 +1,6 @@
 // Package timer arms the operating system's own timers that start cryochamber between sessions:
-// systemd user units on Linux, launchd agents on macOS.
+// systemd user units on Linux, launchd agents on macOS, or batch jobs of a Slurm cluster
+// (slurm.go, backend = "slurm").
 //
 // Between sessions nothing of ours runs, so everything a chamber needs to wake up again lives in
 // the files this package installs. The unit and plist builders are plain functions without build
@@ -152,7 +153,7 @@ func slug(name string) string {
 // Reading is what the OS holds for one timer, read back from the OS itself: what validation
 // step 5 compares and what `status` shows.
 type Reading struct {
-	Backend string // "systemd" or "launchd"
+	Backend string // "systemd", "launchd" or "slurm"
 	// Next is the next instant the OS will start the timer's job, year included, in UTC. It is
 	// zero for a periodic timer.
 	Next time.Time

@@ -3,9 +3,12 @@
 // sbatch, squeue and scancel, jobs that really start at their begin time.
 //
 // Each Cluster lives in a fresh temporary directory: its own munge key and socket, its own
-// slurm.conf (ports picked free on loopback, a scheduler that looks every second, state,
-// spool, pid and log files), so clusters of parallel tests never meet, and nothing of the
-// machine's own Slurm or munge is touched. Clients find it through SLURM_CONF (Env).
+// slurm.conf (ports picked free, a scheduler that looks every second, state, spool, pid and
+// log files), so clusters of parallel tests never meet, and nothing of the machine's own Slurm
+// or munge is touched. Clients find it through SLURM_CONF (Env). The daemons talk over
+// 127.0.0.1 (NodeAddr, SlurmctldHost's address), so a hostname that does not resolve does not
+// matter; Slurm has no setting to listen on loopback only, and every message it accepts needs
+// a credential of the cluster's own munge key.
 //
 // It needs root (slurmd runs jobs as their user), munged, slurmctld, slurmd and sbatch. Where
 // any is missing, Start skips the test and says why (internal/e2e: under CRYO_REQUIRE_E2E=1
@@ -106,7 +109,7 @@ func Start(t testing.TB) *Cluster {
 	ports := freePorts(t, 2)
 	conf := fmt.Sprintf(`# A private one-node cluster of slurmtest.
 ClusterName=cryotest
-SlurmctldHost=%[1]s
+SlurmctldHost=%[1]s(127.0.0.1)
 SlurmctldPort=%[3]d
 SlurmdPort=%[4]d
 SlurmUser=root
@@ -130,14 +133,14 @@ MailProg=/bin/true
 JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 MpiDefault=none
-NodeName=%[1]s CPUs=%[5]d RealMemory=1000 State=UNKNOWN
+NodeName=%[1]s NodeAddr=127.0.0.1 CPUs=%[5]d RealMemory=1000 State=UNKNOWN
 PartitionName=main Nodes=%[1]s Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 `, host, dir, ports[0], ports[1], runtime.NumCPU())
 	if err := os.WriteFile(c.Conf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c.StartController()
-	c.run("slurmd")
+	c.run("slurmd", "-N", host)
 	deadline := time.Now().Add(startTimeout)
 	for {
 		out, err := c.Cmd("sinfo", "--noheader", "--format=%t").Output()
@@ -290,7 +293,7 @@ func freePorts(t testing.TB, n int) []int {
 	var ports []int
 	var ls []net.Listener
 	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", ":0")
+		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}

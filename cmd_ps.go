@@ -10,7 +10,7 @@ func psCommand(env *chamber.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "ps",
 		Usage: "list every chamber of this user: state (armed, running, paused, retrying, complete, failed, cancelled, orphaned), next wake, last result",
-		Flags: []cli.Flag{jsonArrayFlag(), &cli.StringFlag{Name: "backend", Usage: "timer backend to ask (default: by OS)"}},
+		Flags: []cli.Flag{jsonArrayFlag(), &cli.StringFlag{Name: "backend", Usage: "timer backend to ask: systemd, launchd or slurm (default: by OS)"}},
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c); err != nil {
 				return err

@@ -22,7 +22,7 @@ Every session runs in a sandbox (bubblewrap on Linux, sandbox-exec on macOS; [sa
 cryo.toml): start refuses, arming nothing, when it cannot be set up.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "agent", Usage: "agent command line for this chamber (overrides `agent` in cryo.toml, and is remembered for later starts): opencode, claude, codex, or any command"},
-			&cli.StringFlag{Name: "backend", Usage: "timer backend: systemd or launchd (default: by OS, or `backend` in cryo.toml)"},
+			&cli.StringFlag{Name: "backend", Usage: "timer backend: systemd, launchd or slurm (default: by OS, or `backend` in cryo.toml)"},
 			&cli.BoolFlag{Name: "force", Usage: "start even if plan.md is still the template"},
 			dirFlag(),
 		},

@@ -9,7 +9,7 @@ import (
 func statusCommand(env *chamber.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "status",
-		Usage: "show the plan, state, every upcoming wake, the last result, the timers as the OS reports them, and the latest block",
+		Usage: "show the plan, state, every upcoming wake, the last result, the timers as the OS reports them (on Slurm, each job: id, name, begin time), and the latest block",
 		Description: `--json prints one JSON object. Its "state" is the one word ps and the dashboard show
 (armed, running, paused, retrying, complete, failed, cancelled, missing); its "phase" is the
 state machine's own (armed, running, paused, complete, failed, cancelled): a chamber retrying

@@ -341,7 +341,7 @@ func (s *syncRun) install(ctx context.Context, cfg *chamber.Config) error {
 	}
 	backend := cfg.Backend
 	if backend == "" {
-		if st, err := chamber.LoadState(s.env.StateDir, s.dir); err == nil && (st.Backend == "systemd" || st.Backend == "launchd") {
+		if st, err := chamber.LoadState(s.env.StateDir, s.dir); err == nil && (st.Backend == "systemd" || st.Backend == "launchd" || st.Backend == "slurm") {
 			backend = st.Backend
 		}
 	}
@@ -357,7 +357,8 @@ func (s *syncRun) install(ctx context.Context, cfg *chamber.Config) error {
 	syncDir := filepath.Join(s.state, channel.SyncDir)
 	tc := timer.Chamber{ID: s.id, Dir: s.dir, EnvFile: envFile,
 		Env:    []string{"PATH=" + s.env.Getenv("PATH"), "HOME=" + s.env.Getenv("HOME")},
-		Stdout: filepath.Join(syncDir, "launchd.out"), Stderr: filepath.Join(syncDir, "launchd.err")}
+		Stdout: filepath.Join(syncDir, "launchd.out"), Stderr: filepath.Join(syncDir, "launchd.err"),
+		Cluster: cfg.SbatchArgs()} // [slurm]: the sync jobs run where the sessions do
 	if captured := s.captured(envFile); captured != nil {
 		// What start captured: the syncs run with the chamber's PATH and HOME.
 		tc.Env = nil

@@ -186,10 +186,20 @@ func openBackend(ctx context.Context, env *chamber.Env, name string) (timer.Back
 			Env:       env.Environ,
 			Now:       env.Now,
 		})
+	case "slurm":
+		// The job scripts live in the private state, which a cluster shares like the chamber.
+		if env.StateDir == "" {
+			return nil, fmt.Errorf("%w: the slurm backend needs a private state directory (set HOME or XDG_STATE_HOME)", timer.ErrUnavailable)
+		}
+		return timer.NewSlurm(ctx, timer.SlurmOptions{
+			JobDir:  filepath.Join(env.StateDir, "slurm"),
+			Environ: env.Environ,
+			User:    username,
+		})
 	case "":
 		return nil, fmt.Errorf("%w: no timer backend for %s (cryochamber supports systemd on Linux and launchd on macOS)", timer.ErrUnavailable, runtime.GOOS)
 	default:
-		return nil, fmt.Errorf("unknown backend %q (want systemd or launchd)", name)
+		return nil, fmt.Errorf("unknown backend %q (want systemd, launchd or slurm)", name)
 	}
 }
 
@@ -205,8 +215,8 @@ func hostname() string {
 // checkBackend refuses an unknown --backend before anything is written.
 func checkBackend(name string) error {
 	switch name {
-	case "", "systemd", "launchd":
+	case "", "systemd", "launchd", "slurm":
 		return nil
 	}
-	return &usageError{fmt.Sprintf("unknown backend %q", name), "--backend is systemd (Linux) or launchd (macOS); leave it out to use this OS's"}
+	return &usageError{fmt.Sprintf("unknown backend %q", name), "--backend is systemd (Linux), launchd (macOS) or slurm (a Slurm cluster, docs/CLUSTER.md); leave it out to use this OS's"}
 }

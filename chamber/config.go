@@ -45,6 +45,7 @@ type Config struct {
 	Email           *EmailConfig          `toml:"email"`
 	Webhook         *WebhookConfig        `toml:"webhook"`
 	Channels        *ChannelsConfig       `toml:"channels"` // config_channels.go
+	Slurm           *SlurmConfig          `toml:"slurm"`    // config_slurm.go
 	Sandbox         *SandboxConfig        `toml:"sandbox"`  // sandbox.go: the cage sessions run in
 
 	// Guardrails on the agent's schedule (guardrails.go).
@@ -344,9 +345,12 @@ func (c *Config) check(name string, data []byte, local *time.Location) error {
 		c.WatchInbox = &t
 	}
 	switch c.Backend {
-	case "", "systemd", "launchd":
+	case "", "systemd", "launchd", "slurm":
 	default:
-		return bad("", "backend", "unknown backend %q (want \"systemd\" or \"launchd\")", c.Backend)
+		return bad("", "backend", "unknown backend %q (want \"systemd\", \"launchd\" or \"slurm\")", c.Backend)
+	}
+	if err := c.checkSlurm(bad); err != nil { // config_slurm.go
+		return err
 	}
 	names := make([]string, 0, len(c.Agents))
 	for n := range c.Agents {

@@ -150,6 +150,13 @@ func TestConfigErrors(t *testing.T) {
 		{"syntax error", "agent = \n", `cryo.toml:1`},
 		{"wrong type", "watch_inbox = \"yes\"\n", `cryo.toml:1`},
 		{"not utf-8", "agent = \"\xff\"\n", `not valid UTF-8`},
+		// [slurm]: each value becomes an #SBATCH line of the job scripts (config_slurm.go).
+		{"slurm partition with a space", "backend = \"slurm\"\n[slurm]\npartition = \"main gpu\"\n", `cryo.toml:3: slurm.partition: "main gpu" is not a partition name`},
+		{"slurm account with a newline", "[slurm]\naccount = \"lab\\n#SBATCH --wrap=id\"\n", `slurm.account: "lab\n#SBATCH --wrap=id" is not an account name`},
+		{"slurm extra_args not an option", "[slurm]\nextra_args = [\"qos=low\"]\n", `slurm.extra_args: "qos=low" is not an sbatch option`},
+		{"slurm extra_args with a quote", "[slurm]\nextra_args = [\"--qos='x'\"]\n", `slurm.extra_args: sbatch option "--qos='x'" contains '\''`},
+		{"slurm extra_args sets the begin time", "[slurm]\nextra_args = [\"--begin=now\"]\n", `slurm.extra_args: sbatch option "--begin=now": cryochamber sets --begin itself`},
+		{"slurm extra_args sets the dependency", "[slurm]\nextra_args = [\"-d\", \"none\"]\n", `cryochamber sets -d itself`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -164,6 +171,20 @@ func TestConfigErrors(t *testing.T) {
 				t.Fatalf("error %q does not name the file", err)
 			}
 		})
+	}
+}
+
+// [slurm] becomes the chamber's own #SBATCH options, partition and account first.
+func TestSlurmConfigArgs(t *testing.T) {
+	c, err := ParseConfig("/some/chamber/cryo.toml", []byte("backend = \"slurm\"\n[slurm]\npartition = \"gpu\"\naccount = \"lab-7\"\nextra_args = [\"--time=4:00:00\", \"--qos=low\"]\n"), time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.SbatchArgs(), " "); got != "--partition=gpu --account=lab-7 --time=4:00:00 --qos=low" {
+		t.Fatalf("sbatch args %q", got)
+	}
+	if c, err := ParseConfig("/c/cryo.toml", []byte("agent = \"claude\"\n"), time.UTC); err != nil || c.SbatchArgs() != nil {
+		t.Fatalf("no [slurm]: %v, %q", err, c.SbatchArgs())
 	}
 }
 

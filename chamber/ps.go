@@ -213,7 +213,7 @@ func (r *PsRow) classify(ctx context.Context, env *Env, be timer.Backend, hasUni
 	case PhaseArmed:
 		r.NextWake = st.Wake
 		qctx, cancel := context.WithTimeout(ctx, busTimeout)
-		_, ok, err := be.Next(qctx, chamberID(r.Dir), timer.Wake)
+		_, ok, err := ownBackend(qctx, env, be, st.Backend).Next(qctx, chamberID(r.Dir), timer.Wake) // ps_backend.go
 		cancel()
 		if err != nil || !ok {
 			r.State = "orphaned"

@@ -427,6 +427,7 @@ func (r *runner) timerChamber() timer.Chamber {
 		Stdout:  r.store.path(launchdOut),
 		Stderr:  r.store.path(launchdErr),
 		Boot:    r.wakeArgv(),
+		Cluster: r.cfg.SbatchArgs(), // [slurm] (config_slurm.go)
 	}
 }
 

@@ -230,6 +230,9 @@ func agentHint(cmd Command) string {
 }
 
 func backendHint(name string) string {
+	if name == "slurm" {
+		return slurmHint()
+	}
 	if name == "launchd" {
 		return "launchd agents need a logged-in macOS user session (launchctl print gui/$(id -u))"
 	}

@@ -80,6 +80,9 @@ type StatusInfo struct {
 
 	// The off-machine monitor's last answer ([heartbeat], heartbeat.go).
 	Heartbeat *HeartbeatRecord `json:"heartbeat"`
+
+	// Jobs are the Slurm backend's jobs of the chamber (status_jobs.go).
+	Jobs []timer.SlurmJob `json:"jobs,omitempty"`
 }
 
 // Upcoming is one wake that is coming: the plan's, a TODO's, a retry, the dead-man, an alert
@@ -397,6 +400,7 @@ func (s *StatusInfo) timers(ctx context.Context, r *runner) {
 	}
 	if s.TimerError == "" {
 		s.Warnings = append(s.Warnings, be.Warnings(ctx)...)
+		s.jobs(ctx, be, r.id) // status_jobs.go
 	}
 }
 
@@ -492,6 +496,9 @@ func (s *StatusInfo) WriteText(w io.Writer, loc *time.Location, now time.Time) {
 	}
 	if s.TimerError != "" {
 		p("timers", "cannot ask the OS: %s", s.TimerError)
+	}
+	for _, j := range s.Jobs { // status_jobs.go
+		p("slurm job", "%s", statusJob(j, loc))
 	}
 	p("inbox watcher", "%s", s.Watcher)
 	p("sandbox", "%s", s.Sandbox)

@@ -1,5 +1,6 @@
 // Package timer arms the operating system's own timers that start cryochamber between sessions:
-// systemd user units on Linux, launchd agents on macOS.
+// systemd user units on Linux, launchd agents on macOS, or batch jobs of a Slurm cluster
+// (slurm.go, backend = "slurm").
 //
 // Between sessions nothing of ours runs, so everything a chamber needs to wake up again lives in
 // the files this package installs. The unit and plist builders are plain functions without build
@@ -49,6 +50,9 @@ type Chamber struct {
 	// (`<ID>-boot.service`), whose timers do not outlive the manager; launchd loads its agents
 	// again at login. Empty: the Argv of the Wake job armed, if any.
 	Boot []string
+	// Cluster are the chamber's own options for a cluster scheduler (Slurm: the #SBATCH lines
+	// from cryo.toml's [slurm], "--partition=gpu"); the other backends ignore them.
+	Cluster []string
 }
 
 // Job is one OS timer: at At, run Argv.
@@ -72,7 +76,7 @@ type Installed struct {
 
 // Backend arms, reads back and removes a chamber's OS timers.
 type Backend interface {
-	// Name is "systemd" or "launchd".
+	// Name is "systemd", "launchd" or "slurm".
 	Name() string
 	// Arm installs (or replaces) the timers of the jobs (one per kind) for c and starts them,
 	// in one step where the OS allows it (systemd: one reload of the user manager for all).
@@ -149,7 +153,7 @@ func slug(name string) string {
 // Reading is what the OS holds for one timer, read back from the OS itself: what validation
 // step 5 compares and what `status` shows.
 type Reading struct {
-	Backend string // "systemd" or "launchd"
+	Backend string // "systemd", "launchd" or "slurm"
 	// Next is the next instant the OS will start the timer's job, year included, in UTC. It is
 	// zero for a periodic timer.
 	Next time.Time

@@ -452,6 +452,10 @@ func blockLine(l []byte, off int64, n int, torn bool, session int) (Line, error)
 			return ln, corrupt(off, "END line of session %d closes the block of session %d", p.n, session)
 		}
 		ln.Text = string(l)
+	case Stdout, Stderr:
+		// The agent's text is in the log as it printed it: sanitized here, for every reader.
+		san, _ := sanitizeAppend(nil, p.text, false)
+		ln.Text = string(san)
 	default:
 		ln.Text = string(p.text)
 	}

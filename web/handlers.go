@@ -560,15 +560,12 @@ func (s *Server) apiHistory(w http.ResponseWriter, r *http.Request) {
 		}
 		*f.t = t
 	}
-	rows, err := v.history(r.Context(), dir, since, until)
-	if err != nil {
+	// A row at a time (issue 28): five years of hourly sessions are never held at once.
+	out := &jsonStream{w: w}
+	err := chamber.WriteHistoryJSON(r.Context(), v.with(io.Discard), chamber.HistoryOptions{Dir: dir, Since: since, Until: until}, out)
+	if err != nil && !out.started {
 		s.fail(w, r, err)
-		return
 	}
-	if rows == nil {
-		rows = []chamber.HistoryRow{}
-	}
-	writeJSON(w, http.StatusOK, rows)
 }
 
 // parseDay reads a date ("2026-03-01", midnight in loc) or any WAKE time, as `history` does.

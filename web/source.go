@@ -186,12 +186,6 @@ func (v *view) validate(ctx context.Context, dir string) (*validate.Report, erro
 	return chamber.Validate(ctx, v.with(io.Discard), chamber.ValidateOptions{Dir: dir}, nil)
 }
 
-// history is `cryochamber history --json [--since] [--until]`: one row per finished session,
-// from the index in the state directory.
-func (v *view) history(ctx context.Context, dir string, since, until time.Time) ([]chamber.HistoryRow, error) {
-	return chamber.History(ctx, v.with(io.Discard), chamber.HistoryOptions{Dir: dir, Since: since, Until: until})
-}
-
 // location is the chamber's time zone (cryo.toml's timezone, else the system's): the zone its
 // times without an offset are read in.
 func (v *view) location(ctx context.Context, dir string) *time.Location {

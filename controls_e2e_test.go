@@ -368,6 +368,24 @@ func TestHistory(t *testing.T) {
 	if strings.TrimSpace(out) != "[]" {
 		t.Errorf("history --since in the future = %s, want []", out)
 	}
+	// The window (issue 28): the last N rows, --all for every one; a bad N is a usage error.
+	_, out = bin(t, env, dir, "history", "--dir", dir, "--json", "--last", "2")
+	rows = nil
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 2 || rows[0].Session != 2 || rows[1].Session != 3 {
+		t.Errorf("history --json --last 2 = %v, %v:\n%s", rows, err, out)
+	}
+	_, text = bin(t, env, dir, "history", "--dir", dir, "--last", "2")
+	if !strings.Contains(text, "(the last 2 sessions: --all shows every one)") || strings.Contains(text, "\n1  ") {
+		t.Errorf("history --last 2:\n%s", text)
+	}
+	_, text = bin(t, env, dir, "history", "--dir", dir, "--all")
+	if strings.Contains(text, "--all shows") || !regexp.MustCompile(`(?m)^1 `).MatchString(text) {
+		t.Errorf("history --all:\n%s", text)
+	}
+	code, text = bin(t, env, dir, "history", "--dir", dir, "--last", "0")
+	if code != 2 || !strings.Contains(text, "cryochamber: --last 0 is not a number of sessions\nhint: give --last 1 or more, or --all") {
+		t.Errorf("history --last 0: exit %d\n%s", code, text)
+	}
 	must0(t, env, dir, "cancel", "--dir", dir)
 }
 

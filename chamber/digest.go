@@ -218,12 +218,13 @@ func (r *runner) historyRows(from, to time.Time) []HistoryRow {
 		if _, err := fmt.Sscanf(filepath.Base(f), "history-%d.jsonl", &year); err != nil || year < from.UTC().Year() || year > to.UTC().Year() {
 			continue
 		}
-		got, err := readHistory(f, HistoryOptions{Since: from.Add(-48 * time.Hour), Until: to})
-		for _, row := range got {
-			if err == nil && !row.Ended.Before(from) && !row.Ended.After(to) {
+		// A file that cannot be read counts what was read of it (history_stream.go).
+		_ = eachHistoryLine(f, HistoryOptions{Since: from.Add(-48 * time.Hour), Until: to}, func(row HistoryRow) error {
+			if !row.Ended.Before(from) && !row.Ended.After(to) {
 				rows = append(rows, row)
 			}
-		}
+			return nil
+		})
 	}
 	return rows
 }

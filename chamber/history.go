@@ -1,15 +1,11 @@
 package chamber
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -124,57 +120,17 @@ type HistoryOptions struct {
 	Dir   string
 	Since time.Time // zero: everything
 	Until time.Time // zero: up to now
+	// Last, when above 0, keeps only the last Last sessions of the range (history's default
+	// window): the index is read from its end, not decoded whole.
+	Last int
 }
 
-// History lists the chamber's finished sessions, oldest first, from the index.
+// History lists the chamber's finished sessions, oldest first, from the index (EachHistory,
+// collected: for callers that show a bounded number of rows).
 func History(ctx context.Context, env *Env, opts HistoryOptions) ([]HistoryRow, error) {
-	r, _, err := open(ctx, env, opts.Dir, openOptions{readOnly: true})
-	if err != nil {
-		return nil, err
-	}
-	defer r.close()
-	files, _ := filepath.Glob(r.store.path("history-*.jsonl"))
-	sort.Strings(files)
 	rows := []HistoryRow{}
-	for _, f := range files {
-		var year int
-		if _, err := fmt.Sscanf(filepath.Base(f), "history-%d.jsonl", &year); err != nil {
-			continue
-		}
-		if !opts.Since.IsZero() && year < opts.Since.UTC().Year() || !opts.Until.IsZero() && year > opts.Until.UTC().Year() {
-			continue
-		}
-		got, err := readHistory(f, opts)
-		if err != nil {
-			return nil, &Error{Msg: "cannot read the history", Err: err}
-		}
-		rows = append(rows, got...)
-	}
-	return rows, nil
-}
-
-// readHistory reads one yearly index file, keeping the rows in the asked range. A line that does
-// not parse (a crash cut it) is skipped.
-func readHistory(path string, opts HistoryOptions) ([]HistoryRow, error) {
-	f, err := os.Open(path)
+	_, err := EachHistory(ctx, env, opts, func(r HistoryRow) error { rows = append(rows, r); return nil })
 	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var rows []HistoryRow
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		var row HistoryRow
-		if json.Unmarshal(sc.Bytes(), &row) != nil {
-			continue
-		}
-		if !opts.Since.IsZero() && row.Started.Before(opts.Since) || !opts.Until.IsZero() && row.Started.After(opts.Until) {
-			continue
-		}
-		rows = append(rows, row)
-	}
-	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	return rows, nil

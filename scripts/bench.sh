@@ -6,6 +6,11 @@
 # user managers, as the tests use), GNU time (/usr/bin/time, for peak RSS) and strace (for the
 # wake's phases); about 5 GB free in $TMPDIR; and takes a few minutes (about 3 here). It is not
 # part of `make test`.
+#
+# Every compared figure (a ratio) is the median of paired rounds: in each round every case runs
+# once, in turn, and the ratio is taken within the round; the table prints beside it the number
+# of rounds, the spread of the per-round ratios (min–max, IQR) and the load average over them
+# (internal/bench/paired_bench_test.go). A target met at a load above 2 says "not final".
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${CRYOCHAMBER:-$root/bin/cryochamber}
@@ -29,5 +34,6 @@ else
 	[ "$status" -ne 0 ] || status=1
 fi
 echo
+echo "bench: load average at the end: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
 echo "bench: whole output in $out/bench.log"
 exit "$status"

@@ -8,9 +8,11 @@
 //	! what the agent printed on standard error
 //	--- CRYO END 12 2026-11-22T10:04:51Z exit=0 ---
 //
-// Agent output is always written behind a "| " or "! " prefix, sanitized to valid UTF-8 without
-// control characters, so nothing an agent prints can begin a line with "---": no agent can forge
-// or split a block, even by printing old blocks of the log.
+// Agent output is always written behind a "| " or "! " prefix, one log line per line the agent
+// printed, so nothing an agent prints can begin a line with "---": no agent can forge or split a
+// block, even by printing old blocks of the log. The text behind the prefix is the agent's bytes
+// as printed (short whole lines: the fast path) or sanitized (long or split lines); every reader
+// of this package sanitizes it (Line.Text, Copy), so a caller never sees it raw.
 //
 // Readers never read the whole file: the latest block is found by reading backwards from the end
 // in 64 KiB chunks, a given session by a binary search over byte offsets, and no call holds more
@@ -141,6 +143,15 @@ type line struct {
 // parseLine classifies a complete line that is not torn. It returns a reason when the line is
 // none of the forms; the reason quotes the line, shortened.
 func parseLine(b []byte) (line, string) {
+	if len(b) > 1 && (b[0] == '|' || b[0] == '!') && b[1] == ' ' {
+		// The agent's text as it printed it (wholeLine): any bytes but a newline. Readers
+		// sanitize it (Line.Text, Copy).
+		l := line{kind: Stdout, text: b[2:]}
+		if b[0] == '!' {
+			l.kind = Stderr
+		}
+		return l, ""
+	}
 	if bytes.IndexByte(b, 0) >= 0 {
 		return line{}, "NUL byte in line " + quote(b)
 	}
@@ -191,6 +202,9 @@ func parseLine(b []byte) (line, string) {
 // checkTorn checks a torn line: no NUL, valid UTF-8 except an incomplete sequence at its very
 // end, and a prefix of some line form (the rest may be missing).
 func checkTorn(b []byte) string {
+	if len(b) > 1 && (b[0] == '|' || b[0] == '!') && b[1] == ' ' {
+		return "" // agent text, raw (parseLine)
+	}
 	if bytes.IndexByte(b, 0) >= 0 {
 		return "NUL byte in torn line " + quote(b)
 	}

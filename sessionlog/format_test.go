@@ -26,6 +26,9 @@ func TestParseLine(t *testing.T) {
 		{"# task: x", line{kind: Meta, text: []byte("task: x")}},
 		{"#", line{kind: Meta}},
 		{"| tab\there é \uFFFD", line{kind: Stdout, text: []byte("tab\there é \uFFFD")}},
+		// The agent's text is in the log as it printed it (readers sanitize it).
+		{"| a\x00b\xff \x1b[2J\r", line{kind: Stdout, text: []byte("a\x00b\xff \x1b[2J\r")}},
+		{"! \xc2\x9b", line{kind: Stderr, text: []byte("\xc2\x9b")}},
 	}
 	for _, tc := range good {
 		got, why := parseLine([]byte(tc.line))
@@ -46,8 +49,10 @@ func TestParseLine(t *testing.T) {
 		{"  | x", "is not a SESSION, END"},
 		{"--- CRYO START 1 2026-11-22T10:00:03Z ---", "is not a SESSION, END"},
 		{"--- cryo session 1 2026-11-22T10:00:03Z ---", "is not a SESSION, END"},
-		{"| a\x00b", "NUL byte"},
-		{"| a\xffb", "invalid UTF-8"},
+		// cryochamber's own lines are sanitized text; the agent's ("| ", "! ") are raw (below).
+		{"# a\x00b", "NUL byte"},
+		{"# a\xffb", "invalid UTF-8"},
+		{"--- CRYO SESSION 1 2026-11-22T10:00:03Z \xff---", "invalid UTF-8"},
 		{"--- CRYO SESSION 1 2026-11-22T10:00:03Z", "does not end with"},
 		{"--- CRYO SESSION 1 2026-11-22T10:00:03Z ---\r", "does not end with"},
 		{"--- CRYO SESSION 1  2026-11-22T10:00:03Z ---", "want \"--- CRYO SESSION <n> <time> ---\""},
@@ -89,6 +94,8 @@ func TestCheckTorn(t *testing.T) {
 		"| half a line",
 		"| cut in a character \xe2\x82", // € cut after two of its three bytes
 		"| cut \xf0\x9f\x98",
+		"| raw agent text: \x00 \xff \x1b[2J", // the agent's bytes as printed
+		"! \xe2\x82 b",
 		"! x",
 		"#",
 		"|",
@@ -106,9 +113,9 @@ func TestCheckTorn(t *testing.T) {
 		}
 	}
 	bad := []struct{ line, want string }{
-		{"| a\x00\x00\x00", "NUL byte in torn line"},
-		{"| a\xff b", "invalid UTF-8 in torn line"},
-		{"| a\xe2\x82 b", "invalid UTF-8 in torn line"}, // the cut is not at the end
+		{"# a\x00\x00\x00", "NUL byte in torn line"},
+		{"# a\xff b", "invalid UTF-8 in torn line"},
+		{"# a\xe2\x82 b", "invalid UTF-8 in torn line"}, // the cut is not at the end
 		{"garbage", "is not the start of any line form"},
 		{"--- CRYO FOO", "is not the start of any line form"},
 		{"|x", "is not the start of any line form"},

@@ -32,10 +32,11 @@ type Info struct {
 type Line struct {
 	N    int    // line number within the block; the SESSION line is 1
 	Kind Kind   //
-	Text string // Header, End, Torn: the whole line; Meta, Stdout, Stderr: the text after the prefix
+	Text string // Header, End, Torn: the whole line; Meta, Stdout, Stderr: the text after the prefix (always sanitized)
 }
 
-// Raw is the line as the log holds it (sanitized when torn; cut like Text by Tail).
+// Raw is the line with its prefix, as a reader shows it: the agent's text sanitized (the log may
+// hold it as printed), a torn line sanitized, cut like Text by Tail.
 func (l Line) Raw() string {
 	switch l.Kind {
 	case Meta:
@@ -452,6 +453,10 @@ func blockLine(l []byte, off int64, n int, torn bool, session int) (Line, error)
 			return ln, corrupt(off, "END line of session %d closes the block of session %d", p.n, session)
 		}
 		ln.Text = string(l)
+	case Stdout, Stderr:
+		// The agent's text is in the log as it printed it: sanitized here, for every reader.
+		san, _ := sanitizeAppend(nil, p.text, false)
+		ln.Text = string(san)
 	default:
 		ln.Text = string(p.text)
 	}

@@ -113,9 +113,9 @@ func TestLatestCorrupt(t *testing.T) {
 	}{
 		{"binary garbage", "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\n", "", -1},
 		{"text file", "hello\nworld\n", "\"world\" is not a SESSION, END", 6},
-		{"NUL in the block", good + hdr(2) + "| a\x00b\n", "NUL byte", len(good) + len(hdr(2))},
+		{"NUL in the block", good + hdr(2) + "# a\x00b\n", "NUL byte", len(good) + len(hdr(2))},
 		{"NULs at the end (zeroed tail)", good + hdr(2) + "| x\n\x00\x00\x00\x00", "NUL byte in torn line", -1},
-		{"invalid UTF-8 in a complete line", good + hdr(2) + "| a\xe2\x82\n| b\n", "invalid UTF-8", len(good) + len(hdr(2))},
+		{"invalid UTF-8 in a complete line", good + hdr(2) + "# a\xe2\x82\n| b\n", "invalid UTF-8", len(good) + len(hdr(2))},
 		{"hand-edited line", good + hdr(2) + "an edit without prefix\n" + endl(2, 0, ""), "\"an edit without prefix\" is not a SESSION, END", len(good) + len(hdr(2))},
 		{"empty line", good + hdr(2) + "\n" + endl(2, 0, ""), "empty line", len(good) + len(hdr(2))},
 		{"CRLF edit", good + strings.ReplaceAll(block(2, "| a"), "\n", "\r\n"), "does not end with", -1},
@@ -132,7 +132,7 @@ func TestLatestCorrupt(t *testing.T) {
 		{"line too long", good + hdr(2) + "| " + strings.Repeat("a", MaxText+1) + "\n", "line longer than 1048578 bytes", -1},
 		{"torn tail too long", good + hdr(2) + "| " + strings.Repeat("a", MaxText+1), "line longer than 1048578 bytes", -1},
 		{"torn garbage", good + "garbage without newline", "is not the start of any line form", len(good)},
-		{"torn invalid UTF-8 inside", good + hdr(2) + "| \xff and more", "invalid UTF-8 in torn line", -1},
+		{"torn invalid UTF-8 inside", good + hdr(2) + "# \xff and more", "invalid UTF-8 in torn line", -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := writeLog(t, tc.log)

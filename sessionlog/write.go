@@ -111,7 +111,8 @@ func (b *Block) Lines() int {
 }
 
 // Stdout is the writer for the agent's standard output: every complete line becomes a "| "
-// line, sanitized; a line longer than MaxText is cut into several lines.
+// line (its text raw or sanitized: readers sanitize it, see wholeLine); a line longer than
+// MaxText is cut into several lines.
 func (b *Block) Stdout() io.Writer { return &b.out }
 
 // Stderr is the writer for the agent's standard error ("! " lines).
@@ -306,24 +307,28 @@ func (s *stream) Write(p []byte) (int, error) {
 }
 
 // wholeLine writes a line that arrived whole in one Write (nothing of it held from an earlier
-// one) and is at most fastLine bytes: sanitized straight into the batch, without the staging
-// copies the general path needs for partial and long lines. The result is the same: a short
-// whole line is one piece, sanitized at once.
+// one) and is at most fastLine bytes: its bytes as the agent printed them, behind the prefix,
+// straight into the batch. This is the path of nearly all agent output, and it does not
+// sanitize: every reader of the log does (Each, Tail and Copy sanitize "| " and "! " lines;
+// docs/DESIGN.md, "The session log"), so the sanitizer runs where the log is shown, not on every
+// byte an agent prints. The line holds no newline, so it stays one line behind its prefix and
+// cannot begin or end a block. A line that may hold a marker is sanitized for the marker
+// parser, which reads exactly the text it read before.
 func (s *stream) wholeLine(line []byte) {
 	b := s.b
 	line = bytes.TrimSuffix(line, []byte{'\r'})
-	// A byte sanitizes to at most 3 (U+FFFD), so the line fits the batch after this.
-	if len(b.batch)+2+3*len(line)+1 > batchMax && b.flush() != nil {
+	if len(b.batch)+2+len(line)+1 > batchMax && b.flush() != nil {
 		return
 	}
-	start := len(b.batch)
 	b.batch = append(b.batch, s.prefix, ' ')
-	b.batch, _ = sanitizeAppend(b.batch, line, false)
-	end := len(b.batch)
+	b.batch = append(b.batch, line...)
 	b.batch = append(b.batch, '\n')
 	b.lines++
-	if s.prefix == '|' && b.onStdout != nil && MayHoldMarker(b.batch[start+2:end]) {
-		b.onStdout(b.lines, string(b.batch[start+2:end]))
+	// Sanitizing only replaces bytes outside printable ASCII with U+FFFD, so "[CRYO:" is in the
+	// raw line exactly when it is in the sanitized one.
+	if s.prefix == '|' && b.onStdout != nil && MayHoldMarker(line) {
+		san, _ := sanitizeAppend(nil, line, false)
+		b.onStdout(b.lines, string(san))
 	}
 }
 

@@ -61,7 +61,7 @@ func BenchmarkChamberPage5y(b *testing.B) {
 	})
 	genHistory(b, f.cenv.StateDir, f.dirs["five-years"], days)
 	b.Logf("%d sessions, %d outbox messages", sessions+1, msgs)
-	benchPage(b, f, "/c/"+f.id("five-years"), fmt.Sprintf(`<a href="/c/%s?session=%d">%d</a>`, f.id("five-years"), sessions-48, sessions-48))
+	benchPage(b, f, "/c/"+f.id("five-years"), fmt.Sprintf(`<a href="/c/%s?session=%d&amp;token=`, f.id("five-years"), sessions-48))
 }
 
 // benchPage measures GET path and checks that the answer holds want.

@@ -338,22 +338,12 @@ func (s *Server) chamberPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, "chamber", pageData{Title: filepath.Base(dir), Page: "chamber", ChamberID: chamberID(dir), Now: now, Data: data})
 }
 
-// historyWindow is how far back the page's timeline reads the history index first: a plan of
-// years has thousands of sessions, and the page shows the latest maxHistory.
-const historyWindow = 2 * 365 * 24 * time.Hour
-
-// recentHistory returns the latest maxHistory sessions, newest first: from the last two years,
-// or from the whole index when those hold fewer.
-func recentHistory(ctx context.Context, v *view, dir string, now time.Time) ([]chamber.HistoryRow, string) {
-	hist, err := v.history(ctx, dir, now.Add(-historyWindow), time.Time{})
-	if err == nil && len(hist) < maxHistory {
-		hist, err = v.history(ctx, dir, time.Time{}, time.Time{})
-	}
+// recentHistory returns the latest maxHistory sessions, newest first, read from the end of the
+// history index (a plan of years has tens of thousands of rows; the page shows maxHistory).
+func recentHistory(ctx context.Context, v *view, dir string, _ time.Time) ([]chamber.HistoryRow, string) {
+	hist, err := chamber.History(ctx, v.with(io.Discard), chamber.HistoryOptions{Dir: dir, Last: maxHistory})
 	if err != nil {
 		return nil, errText(err)
-	}
-	if len(hist) > maxHistory {
-		hist = hist[len(hist)-maxHistory:]
 	}
 	out := make([]chamber.HistoryRow, 0, len(hist))
 	for i := len(hist) - 1; i >= 0; i-- {
@@ -576,15 +566,12 @@ func (s *Server) apiHistory(w http.ResponseWriter, r *http.Request) {
 		}
 		*f.t = t
 	}
-	rows, err := v.history(r.Context(), dir, since, until)
-	if err != nil {
+	// A row at a time (issue 28): five years of hourly sessions are never held at once.
+	out := &jsonStream{w: w}
+	err := chamber.WriteHistoryJSON(r.Context(), v.with(io.Discard), chamber.HistoryOptions{Dir: dir, Since: since, Until: until}, out)
+	if err != nil && !out.started {
 		s.fail(w, r, err)
-		return
 	}
-	if rows == nil {
-		rows = []chamber.HistoryRow{}
-	}
-	writeJSON(w, http.StatusOK, rows)
 }
 
 // PauseRequest is the body of POST .../pause: the flag of `cryochamber pause`.

@@ -250,7 +250,7 @@ func TestDashboard(t *testing.T) {
 			for _, q := range []string{"", "?since=2000-01-01", "?until=2000-01-01"} {
 				var gh, wh []map[string]any
 				getJSON(t, f, "/api/chambers/"+id+"/history"+q, &gh)
-				args := []string{"history", "--json", "--dir", dir}
+				args := []string{"history", "--json", "--all", "--dir", dir}
 				if k, v, ok := strings.Cut(strings.TrimPrefix(q, "?"), "="); ok {
 					args = append(args, "--"+k, v)
 				}

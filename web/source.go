@@ -186,8 +186,7 @@ func (v *view) validate(ctx context.Context, dir string) (*validate.Report, erro
 	return chamber.Validate(ctx, v.with(io.Discard), chamber.ValidateOptions{Dir: dir}, nil)
 }
 
-// history is `cryochamber history --json [--since] [--until]`: one row per finished session,
-// from the index in the state directory.
+// history is the chamber's sessions from since to until (zero: open), oldest first.
 func (v *view) history(ctx context.Context, dir string, since, until time.Time) ([]chamber.HistoryRow, error) {
 	return chamber.History(ctx, v.with(io.Discard), chamber.HistoryOptions{Dir: dir, Since: since, Until: until})
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -59,6 +60,7 @@ func BenchmarkArmDesigns(b *testing.B) {
 	base := time.Now().Add(24 * time.Hour).UTC().Truncate(time.Second)
 	var dToday, dBatch, dFresh []time.Duration
 	var prev []string // the fresh design's current timer names
+	var loads []float64
 	n := reps(b, 15)
 	for i := 0; i <= n; i++ { // round 0 installs everything and is not counted
 		wake := base.Add(time.Duration(i) * time.Minute)
@@ -81,10 +83,15 @@ func BenchmarkArmDesigns(b *testing.B) {
 		prev = armFresh(b, ctx, conn, m.UnitDir, fresh, jobs, i, prev)
 		t3 := time.Now()
 		if i > 0 {
+			loads = append(loads, load1())
 			dToday, dBatch, dFresh = append(dToday, t1.Sub(t0)), append(dBatch, t2.Sub(t1)), append(dFresh, t3.Sub(t2))
 		}
 	}
 	metric := "arm wake + fallback timers at new times, read both back (in process, D-Bus)"
+	// The three designs took turns in every round (paired rounds, paired_bench_test.go).
+	r := &rounds{walls: [][]time.Duration{slices.Clone(dToday), slices.Clone(dBatch)}, loads: loads}
+	s := r.ratio(0, 1)
+	recordPaired(groupArm, metric, "the backend / the previous design", fmt.Sprintf("%.2fx", s.med), s, "", nil)
 	record(groupArm, metric, "the backend: transient timers", fmt.Sprintf("median %s (n=%d)", ms(median(dToday)), n), "", nil)
 	record(groupArm, metric, "the previous design: timer unit files, one reload for both", fmt.Sprintf("median %s (n=%d)", ms(median(dBatch)), n), "", nil)
 	record(groupArm, metric, "prototype: fresh unit names, no reload", fmt.Sprintf("median %s (n=%d)", ms(median(dFresh)), n), "", nil)

@@ -76,17 +76,16 @@ func BenchmarkLogSize(b *testing.B) {
 		mustRun(b, env, dir, bin, "start", filepath.Join(dir, "plan.md"))
 		cases = append(cases, &sizeCase{name: sz.name, dir: dir, log: logPath, sessions: n + 1, hint: logOffset(b, dir), procs: map[string][]proc{}, peak: map[string]int64{}})
 	}
-	// The sizes take turns in every round, so that the load of the shared machine falls on all
-	// of them alike.
-	var lookup, hinted = make([][]time.Duration, len(cases)), make([][]time.Duration, len(cases))
-	for round := 0; round < 301; round++ {
-		for i, c := range cases {
-			lookup[i] = append(lookup[i], timeLatest(b, c.log, -1, c.sessions))
-			hinted[i] = append(hinted[i], timeLatest(b, c.log, c.hint, c.sessions))
-		}
+	// Paired rounds (paired_bench_test.go): the sizes take turns in every round, so that the load
+	// of the shared machine falls on all of them alike.
+	var lookups, hints []func() time.Duration
+	for _, c := range cases {
+		lookups = append(lookups, func() time.Duration { return timeLatest(b, c.log, -1, c.sessions) })
+		hints = append(hints, func() time.Duration { return timeLatest(b, c.log, c.hint, c.sessions) })
 	}
+	lookupRounds, hintRounds := pairedRounds(301, nil, lookups...), pairedRounds(301, nil, hints...)
 	for i, c := range cases {
-		c.lookup, c.hinted = median(lookup[i]), median(hinted[i])
+		c.lookup, c.hinted = lookupRounds.median(i), hintRounds.median(i)
 	}
 	commands := []struct {
 		key  string
@@ -99,12 +98,18 @@ func BenchmarkLogSize(b *testing.B) {
 		{"status", func(c *sizeCase) []string { return []string{bin, "status", "--json", "--dir", c.dir} }, func(*sizeCase) []string { return env }, 11},
 		{"validate", func(c *sizeCase) []string { return []string{bin, "validate", "--json", "--dir", c.dir} }, func(*sizeCase) []string { return env }, 11},
 	}
+	// Paired rounds (paired_bench_test.go): the sizes take turns in every round.
+	paired := map[string]*rounds{}
 	for _, cmd := range commands {
-		for round := 0; round < reps(b, cmd.n); round++ {
-			for _, c := range cases {
-				c.procs[cmd.key] = append(c.procs[cmd.key], mustRun(b, cmd.env(c), c.dir, cmd.argv(c)...))
-			}
+		var fns []func() time.Duration
+		for _, c := range cases {
+			fns = append(fns, func() time.Duration {
+				p := mustRun(b, cmd.env(c), c.dir, cmd.argv(c)...)
+				c.procs[cmd.key] = append(c.procs[cmd.key], p)
+				return p.wall
+			})
 		}
+		paired[cmd.key] = pairedRounds(reps(b, cmd.n), nil, fns...)
 		for round := 0; round < 3; round++ {
 			for _, c := range cases {
 				p := mustRunRSS(b, cmd.env(c), c.dir, cmd.argv(c)...)
@@ -122,18 +127,22 @@ func BenchmarkLogSize(b *testing.B) {
 			if key == "naive" {
 				target, met = "baseline", true
 			}
-			if i == len(cases)-1 && i > 0 {
-				ratio := float64(med) / float64(median(walls(base.procs[key])))
-				value = fmt.Sprintf("%s (%.2fx of %s), peak RSS %s", ms(med), ratio, base.name, mib(peak))
-				if key != "naive" {
-					target = "≤ 1.5x of " + base.name + "; RSS < 32 MiB"
-					met = met && ratio <= 1.5
-				}
-			}
 			what := fmt.Sprintf("%s, %d sessions", c.name, c.sessions)
-			if key == "naive" {
+			switch {
+			case i > 0:
+				sp := paired[key].ratio(i, 0)
+				value = fmt.Sprintf("%.2fx of %s (%s against %s), peak RSS %s", sp.med, base.name, ms(med), ms(median(walls(base.procs[key]))), mib(peak))
+				var m *bool
+				if key != "naive" && i == len(cases)-1 {
+					target = "≤ 1.5x of " + base.name + "; RSS < 32 MiB"
+					m = ok(met && sp.med <= 1.5)
+				} else if key != "naive" {
+					m = ok(met)
+				}
+				recordPaired(groupLog, metric, what, value, sp, target, m)
+			case key == "naive":
 				record(groupLog, metric, what, value, target, nil)
-			} else {
+			default:
 				record(groupLog, metric, what, value, target, ok(met))
 			}
 			b.ReportMetric(float64(med)/1e6, key+"-ms-"+strings.ReplaceAll(c.name, " ", ""))
@@ -144,11 +153,15 @@ func BenchmarkLogSize(b *testing.B) {
 		value := fmt.Sprintf("%s without hint, %s with timer.json's offset", us(c.lookup), us(c.hinted))
 		target := ""
 		var met *bool
-		if i == len(cases)-1 && i > 0 {
-			ratio := float64(c.lookup) / float64(cases[0].lookup)
-			value = fmt.Sprintf("%s without hint (%.2fx of %s), %s with timer.json's offset", us(c.lookup), ratio, cases[0].name, us(c.hinted))
-			target = "≤ 1.5x of " + cases[0].name
-			met = ok(ratio <= 1.5)
+		if i > 0 {
+			sp := lookupRounds.ratio(i, 0)
+			value = fmt.Sprintf("%.2fx of %s without hint (%s against %s), %s with timer.json's offset", sp.med, cases[0].name, us(c.lookup), us(cases[0].lookup), us(c.hinted))
+			if i == len(cases)-1 {
+				target = "≤ 1.5x of " + cases[0].name
+				met = ok(sp.med <= 1.5)
+			}
+			recordPaired(groupLog, "latest-block lookup (sessionlog.Latest, in process)", what, value, sp, target, met)
+			continue
 		}
 		record(groupLog, "latest-block lookup (sessionlog.Latest, in process)", what, value, target, met)
 	}

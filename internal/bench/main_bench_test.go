@@ -86,6 +86,10 @@ type row struct {
 	metric string
 	what   string // the size or case
 	value  string
+	rounds string  // paired rounds behind a compared figure (paired_bench_test.go); "" otherwise
+	spread string  // min–max and IQR of the per-round ratios
+	load   string  // the load average while it was measured
+	loadAt float64 // the same as a number (the median over paired rounds)
 	target string
 	met    string // "yes", "NO", or "" when there is no target
 }
@@ -108,21 +112,35 @@ const (
 	groupTimer
 )
 
-// record adds a row to the table (or replaces the row of the same metric and case).
+// record adds a row that is not a comparison (or replaces the row of the same metric and
+// case); its load column is the load average as it is recorded. Compared figures use
+// recordPaired.
 func record(group int, metric, what, value, target string, met *bool) {
+	l := load1()
+	recordRow(row{group: group, metric: metric, what: what, value: value, target: target, load: fmt.Sprintf("%.1f", l), loadAt: l}, met)
+}
+
+// quietLoad is the load average above which a met target is marked "not final".
+const quietLoad = 2.0
+
+func recordRow(r row, met *bool) {
 	rowsMu.Lock()
 	defer rowsMu.Unlock()
-	key := metric + "\x00" + what
-	r, ok := rows[key]
-	if !ok {
+	key := r.metric + "\x00" + r.what
+	if old, ok := rows[key]; ok {
+		r.order = old.order
+	} else {
 		seqNo++
 		r.order = seqNo
 	}
-	r.group = group
-	r.metric, r.what, r.value, r.target = metric, what, value, target
 	r.met = ""
 	if met != nil {
 		r.met = map[bool]string{true: "yes", false: "NO"}[*met]
+		if *met && r.loadAt > quietLoad {
+			// A goal is not claimed from a loaded machine: the figure may hold, but nobody
+			// measuring on a quiet one has confirmed it.
+			r.met = fmt.Sprintf("yes at load %.1f: not final", r.loadAt)
+		}
 	}
 	rows[key] = r
 }
@@ -145,9 +163,11 @@ func printTable(w io.Writer, load0, load1 string) {
 		}
 		return a.order - b.order
 	})
-	head := row{metric: "metric", what: "size/case", value: "value", target: "target", met: "met?"}
-	cells := func(r row) []string { return []string{r.metric, r.what, r.value, r.target, r.met} }
-	width := make([]int, 5)
+	head := row{metric: "metric", what: "size/case", value: "value (median)", rounds: "rounds", spread: "spread of the rounds", load: "load", target: "target", met: "met?"}
+	cells := func(r row) []string {
+		return []string{r.metric, r.what, r.value, r.rounds, r.spread, r.load, r.target, r.met}
+	}
+	width := make([]int, 8)
 	for _, r := range append([]row{head}, list...) {
 		for i, c := range cells(r) {
 			width[i] = max(width[i], len([]rune(c)))
@@ -168,8 +188,9 @@ func printTable(w io.Writer, load0, load1 string) {
 	host, _ := os.Hostname()
 	fmt.Fprintf(&buf, "\ncryochamber benchmarks, %s, %s/%s, %d CPUs, host %s, %s\n", mode, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), host, time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(&buf, "load average before: %s; after: %s\n\n", load0, load1)
+	fmt.Fprintf(&buf, "A compared figure (a ratio) is the median of paired rounds: in each round every case ran once, in turn, and the ratio was taken within the round; spread is the min–max (and interquartile range) of the per-round ratios; load is the 1-minute load average over the rounds, median (min–max), or when the row was recorded. A target met at a load above 2 says \"not final\".\n\n")
 	line(cells(head))
-	sep := make([]string, 5)
+	sep := make([]string, 8)
 	for i := range sep {
 		sep[i] = strings.Repeat("-", width[i])
 	}
@@ -370,10 +391,11 @@ func ms(d time.Duration) string {
 	return fmt.Sprintf("%.2f ms", f)
 }
 
-// reps is how many measurements a benchmark takes: b.N, and at least n with -cryo.full.
+// reps is how many measurements a benchmark takes: b.N, and at least n with -cryo.full (3
+// without).
 func reps(b *testing.B, n int) int {
 	if *full {
 		return max(n, b.N)
 	}
-	return b.N
+	return max(b.N, min(n, 3)) // three paired rounds at least, so that a spread shows
 }

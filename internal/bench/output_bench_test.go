@@ -82,37 +82,43 @@ func BenchmarkAgentOutput(b *testing.B) {
 	out := filepath.Join(root, "cat.out")
 	mustRun(b, env, dir, bin, "wake", "--now", "--dir", dir) // the block before every measured wake is as large
 
-	var cat, pipe, wake []time.Duration
+	// Paired rounds (paired_bench_test.go): cat alone, `cat | cat` and the wake take turns in
+	// every round; the ratios are taken within the round.
 	var peak int64
-	n := reps(b, 3)
-	for i := 0; i < n; i++ {
-		// The same bytes into a file, by cat alone and through a pipe, each then fsynced.
-		cat = append(cat, mustRun(b, nil, root, "/bin/sh", "-c", `cat "$1" > "$2" && sync "$2"`, "sh", data, out).wall)
-		os.Remove(out)
-		pipe = append(pipe, mustRun(b, nil, root, "/bin/sh", "-c", `cat "$1" | cat > "$2" && sync "$2"`, "sh", data, out).wall)
-		os.Remove(out)
-		p := mustRunRSS(b, env, dir, bin, "wake", "--now", "--dir", dir)
-		wake = append(wake, p.wall)
-		peak = max(peak, p.maxRSS)
-		if !strings.Contains(p.out, "EXIT 0 printed") {
-			b.Fatalf("the wake did not read the agent's EXIT after its output:\n%s", p.out)
-		}
-	}
+	n := reps(b, 5)
+	r := pairedRounds(n, []string{"cat", "pipe", "wake"},
+		func() time.Duration {
+			defer os.Remove(out)
+			return mustRun(b, nil, root, "/bin/sh", "-c", `cat "$1" > "$2" && sync "$2"`, "sh", data, out).wall
+		},
+		func() time.Duration {
+			defer os.Remove(out)
+			return mustRun(b, nil, root, "/bin/sh", "-c", `cat "$1" | cat > "$2" && sync "$2"`, "sh", data, out).wall
+		},
+		func() time.Duration {
+			p := mustRunRSS(b, env, dir, bin, "wake", "--now", "--dir", dir)
+			peak = max(peak, p.maxRSS)
+			if !strings.Contains(p.out, "EXIT 0 printed") {
+				b.Fatalf("the wake did not read the agent's EXIT after its output:\n%s", p.out)
+			}
+			return p.wall
+		})
 	fi, err := os.Stat(logPath)
 	if err != nil || fi.Size() < int64(n+1)*size {
 		b.Fatalf("cryo.log holds %v bytes after the wakes, want more than %d (%v)", fi.Size(), int64(n+1)*size, err)
 	}
 	rate := func(d time.Duration) float64 { return float64(size) / d.Seconds() / 1e6 }
-	mc, mp, mw := median(cat), median(pipe), median(wake)
+	mc, mp, mw := r.median(0), r.median(1), r.median(2)
 	what := fmt.Sprintf("%d MB of output", size/1_000_000)
-	record(groupOutput, "baseline: `cat FILE > OUT` + fsync", what, fmt.Sprintf("%s, %.0f MB/s (median of %d)", ms(mc), rate(mc), n), "", nil)
-	record(groupOutput, "baseline: `cat FILE` piped into `cat > OUT`, + fsync", what, fmt.Sprintf("%s, %.0f MB/s (median of %d)", ms(mp), rate(mp), n), "", nil)
-	ratio := float64(mw) / float64(mp)
-	record(groupOutput, "`cryochamber wake` whose agent is `cat FILE` (lines prefixed, sanitized, markers parsed; fsynced), the block before it as large", what,
-		fmt.Sprintf("%s, %.0f MB/s = %.2fx the time of the piped cat, %.2fx of cat alone (median of %d)", ms(mw), rate(mw), ratio, float64(mw)/float64(mc), n),
-		"≤ 1.25x of `cat | cat`", ok(ratio <= 1.25))
+	record(groupOutput, "baseline: `cat FILE > OUT` + fsync", what, fmt.Sprintf("%s, %.0f MB/s (n=%d)", ms(mc), rate(mc), n), "", nil)
+	record(groupOutput, "baseline: `cat FILE` piped into `cat > OUT`, + fsync", what, fmt.Sprintf("%s, %.0f MB/s (n=%d)", ms(mp), rate(mp), n), "", nil)
+	s := r.ratio(2, 1)
+	recordPaired(groupOutput, "`cryochamber wake` whose agent is `cat FILE` (lines prefixed, markers parsed; fsynced), the block before it as large / `cat | cat`", what,
+		fmt.Sprintf("%.2fx (%s, %.0f MB/s, against %s); %.2fx of cat alone", s.med, ms(mw), rate(mw), ms(mp), r.ratio(2, 0).med),
+		s, "≤ 1.25x of `cat | cat`", ok(s.med <= 1.25))
 	record(groupOutput, "`cryochamber wake` peak RSS while its agent prints", what, mib(peak), "< 32 MiB", ok(peak < rssTarget))
 	b.ReportMetric(rate(mw), "MB/s")
+	b.ReportMetric(s.med, "wake/pipe")
 }
 
 // shQuote quotes s for sh.

@@ -133,11 +133,22 @@ plugins = false
 [analytics]
 enabled = false
 `, srv.URL)
-			writeFile(t, filepath.Join(home, ".codex", "config.toml"), cfg)
+			// Its home is outside the temporary directory, as an operator's ~/.codex is: with a
+			// bubblewrap older than 0.9 on the PATH (Debian 12's 0.8), codex re-enters its sandbox
+			// helper by the name codex-linux-sandbox, from a directory it adds to PATH under
+			// $CODEX_HOME/tmp, and it refuses to make that directory under $TMPDIR or /tmp. In the
+			// manager's HOME (under $TMPDIR) every sandboxed command would fail with "bwrap:
+			// execvp codex-linux-sandbox: No such file or directory" (docs/AGENTS.md).
+			codexHome, err := os.MkdirTemp("/var/tmp", "cryo-e2e-codex-home-")
+			if err != nil {
+				t.Fatalf("a codex home outside $TMPDIR and /tmp: %v", err)
+			}
+			t.Cleanup(func() { os.RemoveAll(codexHome) })
+			writeFile(t, filepath.Join(codexHome, "config.toml"), cfg)
 			return `agent = "codex"
 agent_env = ["OPENAI_API_KEY"]
 session_timeout = "2m"
-`, nil
+`, map[string]string{"CODEX_HOME": codexHome}
 		},
 		key: func(r modelserver.Request) string {
 			return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")

@@ -214,7 +214,12 @@ func TestBoundaryWrapperLines(t *testing.T) {
 		return fmt.Sprintf("import os\nif os.environ.get('CRYO_SESSION') == '1':\n    with open(%q + '.new', 'w') as f:\n        f.write(%q)\n    os.replace(%q + '.new', %q)\n"+
 			"print('[CRYO:EXIT 0] the accepted code')\nprint('[CRYO:WAKE +1h]')\n", path, pyV2, path, path)
 	}
-	outside := t.TempDir() // a module installed outside the chamber (on PYTHONPATH)
+	// A module installed outside the chamber (on PYTHONPATH), where the session's cage still
+	// shows it: not under /tmp, which the cage replaces with an empty one of its own.
+	outside := filepath.Join(m.Home, "opsagent-lib")
+	if err := os.MkdirAll(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(outside, "opsagent.py"), []byte(py("opsagent.py")), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ package main
 // them.
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -147,4 +148,52 @@ func TestSilent2_02StrayTempAfterKilledWriter(t *testing.T) {
 		t.Errorf("the reply under two names was mailed %d times (%d mails in all, want %d)", n, len(smtp.Messages()), before+2)
 	}
 	expect(env, 0, ``, "cancel")
+}
+
+// pendingTodos reads the chamber's view of its TODOs (todo.json, rewritten at every save) and
+// returns the texts of the pending ones.
+func pendingTodos(t *testing.T, c *trial) []string {
+	t.Helper()
+	var l struct {
+		Items []struct {
+			Text   string    `json:"text"`
+			At     time.Time `json:"at"`
+			Status string    `json:"status"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(c.file("todo.json")), &l); err != nil {
+		t.Fatalf("todo.json: %v\n%s", err, c.file("todo.json"))
+	}
+	var out []string
+	for _, it := range l.Items {
+		if it.Status == "pending" {
+			out = append(out, it.Text)
+		}
+	}
+	return out
+}
+
+// TestSilent2_04CancelStartKeepsOneTodo: a session that prints a relative TODO on every run
+// (`[CRYO:TODO +1d "prune the roses"]`), a plan cancelled and started again: one pending item,
+// not two (issue 23, item 4: a TODO was a repeat only when text and time matched exactly, and a
+// relative time never matches twice).
+func TestSilent2_04CancelStartKeepsOneTodo(t *testing.T) {
+	m := systemdtest.Start(t)
+	agent := `#!/bin/sh
+echo "[CRYO:EXIT 0] session $CRYO_SESSION"
+echo "[CRYO:WAKE +1h]"
+echo '[CRYO:TODO +1d "prune the roses"]'
+`
+	c := newTrial(t, m, "agent = \"./agent.sh\"\n", agent, nil)
+	c.start(0)
+	if got := pendingTodos(t, c); len(got) != 1 {
+		t.Fatalf("after start: pending %v", got)
+	}
+	c.must(0, "cancel", "--dir", c.dir)
+	time.Sleep(1100 * time.Millisecond) // the restarted session's +1d is a later second
+	c.start(0)
+	if got := pendingTodos(t, c); len(got) != 1 || got[0] != "prune the roses" {
+		t.Errorf("after cancel and start: pending %q, want one \"prune the roses\"", got)
+	}
+	c.must(0, "cancel", "--dir", c.dir)
 }

@@ -10,12 +10,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/e2e"
 	"github.com/cryochamber/cryochamber/internal/mailtest"
 	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/timer"
@@ -194,6 +196,198 @@ echo '[CRYO:TODO +1d "prune the roses"]'
 	c.start(0)
 	if got := pendingTodos(t, c); len(got) != 1 || got[0] != "prune the roses" {
 		t.Errorf("after cancel and start: pending %q, want one \"prune the roses\"", got)
+	}
+	c.must(0, "cancel", "--dir", c.dir)
+}
+
+// TestSilent2_StateUnreadableStillAlerts is the one rule behind issue 23's items 1, 7, 8 and 14,
+// as one table: whatever of the private state cannot be read or written, the wake and the
+// dead-man (the real timers of a real user manager fire them) still alert with what they can
+// read, because the accepted targets are read before the lock, the state or the chamber. Before
+// the fix: the read-only state directory and the unreadable state.json made both exit 1 before
+// alerting; without the environment file systemd did not start them at all; a damaged accepted
+// cryo.toml put the defaults (no alert targets) in force silently.
+func TestSilent2_StateUnreadableStillAlerts(t *testing.T) {
+	agent := `#!/bin/sh
+echo "ran $CRYO_SESSION" >> runs.txt
+echo "[CRYO:EXIT 0] session $CRYO_SESSION"
+if [ "$CRYO_SESSION" = 1 ]; then
+	` + wakeAt(8) + `
+else
+	echo "[CRYO:WAKE +1h]"
+fi
+`
+	type row struct {
+		name   string
+		damage func(t *testing.T, m *systemdtest.Manager, store string)
+		// what the hook must receive (reason, a word of the message), from the wake and, when
+		// deadMan, a second one from the dead-man; runs is runs.txt afterwards.
+		reason, says string
+		deadMan      bool
+		runs         string
+	}
+	rows := []row{
+		{name: "read-only state (EROFS on the lock)", reason: "state", says: "lock", deadMan: true, runs: "ran 1\n",
+			damage: func(t *testing.T, m *systemdtest.Manager, store string) {
+				// The manager runs in a mount namespace of its own (systemdtest): the state
+				// directory is remounted read-only there, where the wake and the dead-man run.
+				ns := []string{"-t", fmt.Sprint(m.PID), "-m", "--"}
+				if out, err := exec.Command("nsenter", append(ns, "mount", "--bind", store, store)...).CombinedOutput(); err != nil {
+					e2e.Skipf(t, "cannot bind-mount in the manager's namespace: %v %s", err, out)
+				}
+				if out, err := exec.Command("nsenter", append(ns, "mount", "-o", "remount,ro,bind", store)...).CombinedOutput(); err != nil {
+					t.Fatalf("remount read-only: %v %s", err, out)
+				}
+			}},
+		{name: "state.json damaged", reason: "state", says: "state.json", deadMan: true, runs: "ran 1\n",
+			damage: func(t *testing.T, m *systemdtest.Manager, store string) {
+				putFile(t, filepath.Join(store, "state.json"), "{\"version\": 1, \"phase\": \"arm")
+			}},
+		{name: "state.json from a newer build", reason: "state", says: "version", deadMan: true, runs: "ran 1\n",
+			damage: func(t *testing.T, m *systemdtest.Manager, store string) {
+				data, err := os.ReadFile(filepath.Join(store, "state.json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var st map[string]any
+				if err := json.Unmarshal(data, &st); err != nil {
+					t.Fatal(err)
+				}
+				st["version"] = st["version"].(float64) + 1
+				out, _ := json.Marshal(st)
+				putFile(t, filepath.Join(store, "state.json"), string(out))
+			}},
+		{name: "environment file missing", reason: "env", says: "environment file", runs: "ran 1\nran 2\n",
+			damage: func(t *testing.T, m *systemdtest.Manager, store string) {
+				if err := os.Remove(filepath.Join(store, "env")); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{name: "accepted cryo.toml damaged", reason: "accepted-config", says: "second copy", runs: "ran 1\nran 2\n",
+			damage: func(t *testing.T, m *systemdtest.Manager, store string) {
+				putFile(t, filepath.Join(store, "cryo.toml"), "agent = \"./agent.sh\"\n")
+			}},
+	}
+	for _, tc := range rows {
+		t.Run(tc.name, func(t *testing.T) {
+			m := systemdtest.Start(t)
+			hook := startAlertHook(t, false)
+			c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\nfallback_after = \"15s\"\n"+alertToml(hook, nil), agent, nil)
+			c.start(0)
+			store := filepath.Join(stateDirOf(m), "chambers", timer.ID(c.dir))
+			tc.damage(t, m, store)
+			begun := time.Now()
+			waitFor(t, 60*time.Second, "the wake's alert "+tc.reason, func() bool {
+				if len(hook.withReason(tc.reason)) > 0 {
+					return true
+				}
+				if time.Since(begun) > 55*time.Second {
+					t.Logf("hook:\n%s\njournal:\n%s", hook, tail(m.Journal(t), 4000))
+					begun = time.Now()
+				}
+				return false
+			})
+			if msg := fmt.Sprint(hook.withReason(tc.reason)[0]["message"]); !strings.Contains(msg, tc.says) {
+				t.Errorf("the alert does not say %q:\n%s", tc.says, msg)
+			}
+			if tc.deadMan {
+				waitFor(t, 60*time.Second, "the dead-man's alert too", func() bool { return len(hook.withReason(tc.reason)) > 1 })
+			} else {
+				waitFor(t, 60*time.Second, "session 2", func() bool { return c.file("runs.txt") == tc.runs })
+				if n := len(hook.withReason(tc.reason)); n != 1 {
+					t.Errorf("%d alerts %s, want 1:\n%s", n, tc.reason, hook)
+				}
+			}
+			if got := c.file("runs.txt"); got != tc.runs {
+				t.Errorf("runs.txt = %q, want %q", got, tc.runs)
+			}
+		})
+	}
+}
+
+// TestSilent2_AcceptedConfigLostRefuses: the accepted cryo.toml and its second copy both
+// damaged: the wake refuses to run on the defaults (which alert nobody) instead of running the
+// plan silently, and status says why (issue 23, item 14).
+func TestSilent2_AcceptedConfigLostRefuses(t *testing.T) {
+	m := systemdtest.Start(t)
+	hook := startAlertHook(t, false)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n"+alertToml(hook, nil), okAgent, nil)
+	c.start(0)
+	store := filepath.Join(stateDirOf(m), "chambers", timer.ID(c.dir))
+	for _, n := range []string{"cryo.toml", "cryo.toml.copy"} {
+		putFile(t, filepath.Join(store, n), "agent = \"./agent.sh\"\n")
+	}
+	out := c.must(1, "wake", "--dir", c.dir, "--now")
+	if !strings.Contains(out, "the accepted configuration cannot be read") || !strings.Contains(out, "refused") || !strings.Contains(out, "cryochamber reload --dir") {
+		t.Errorf("wake says:\n%s", out)
+	}
+	if runs := c.file("runs.txt"); runs != "ran 1\n" {
+		t.Errorf("a session ran on the defaults: %q", runs)
+	}
+	if _, st := c.run("status", "--dir", c.dir); !strings.Contains(st, "the accepted configuration cannot be read") {
+		t.Errorf("status does not say so:\n%s", st)
+	}
+	c.must(0, "reload", "--dir", c.dir)
+	c.must(0, "wake", "--dir", c.dir, "--now")
+	if runs := c.file("runs.txt"); runs != "ran 1\nran 2\n" {
+		t.Errorf("after reload: %q", runs)
+	}
+	c.must(0, "cancel", "--dir", c.dir)
+}
+
+func putFile(t *testing.T, p, data string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSilent2_07BinaryMovedThenReboot: an upgrade moves the binary the timers run, then the
+// machine reboots (the user manager stopped, a new one started: the transient timers are gone).
+// The boot unit runs the wake with the pinned copy, which re-arms the plan's wake and its
+// dead-man; status and validate say that the binary is gone (issue 23, item 7: the boot unit ran
+// the missing binary and nothing at all happened).
+func TestSilent2_07BinaryMovedThenReboot(t *testing.T) {
+	m := systemdtest.Start(t)
+	installed := filepath.Join(t.TempDir(), "opt", "cryochamber")
+	if err := os.MkdirAll(filepath.Dir(installed), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(binPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(installed, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n", okAgent, nil)
+	c.bin = installed
+	c.start(0)
+	if err := os.Remove(installed); err != nil {
+		t.Fatal(err)
+	}
+	c.bin = binPath
+	m.Restart(t)
+	id := timer.ID(c.dir)
+	waitFor(t, 60*time.Second, "the boot unit re-arms the wake and its dead-man", func() bool {
+		out := m.Systemctl(t, "list-timers", "--no-legend", "--plain", "--all", id+"-*")
+		return strings.Contains(out, id+"-wake.timer") && strings.Contains(out, id+"-fallback.timer")
+	})
+	s := c.status()
+	if s.Phase != "armed" || s.Session != 1 {
+		t.Errorf("after the reboot: %+v", s)
+	}
+	found := false
+	for _, w := range s.Warnings {
+		if strings.Contains(w, installed) && strings.Contains(w, "is gone") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("status does not say %s is gone: %q", installed, s.Warnings)
+	}
+	if _, out := c.run("validate", "--dir", c.dir); !strings.Contains(out, installed) || !strings.Contains(out, "is gone") {
+		t.Errorf("validate does not say %s is gone:\n%s", installed, out)
 	}
 	c.must(0, "cancel", "--dir", c.dir)
 }

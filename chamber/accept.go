@@ -71,6 +71,9 @@ func (r *runner) accept(raw []byte) error {
 	if err := r.store.write(acceptedConfig, raw, nil); err != nil {
 		return err
 	}
+	if err := r.store.write(acceptedCopy, raw, nil); err != nil {
+		return err
+	}
 	cp, err := pinBinary(r.env.StateDir, r.st.Binary)
 	if err != nil {
 		r.warnf("cannot copy %s for the dead-man timer (it will run that file instead): %v", r.st.Binary, err)
@@ -90,19 +93,13 @@ func (r *runner) accept(raw []byte) error {
 // chamber whose accepted copy cannot be read (it never should) runs with the defaults, which
 // allow only the default agent and send alerts nowhere, and says so.
 func (r *runner) acceptedConfig() *Config {
-	raw, err := r.store.read(acceptedConfig, maxConfigSize)
-	if errors.Is(err, os.ErrNotExist) {
-		raw, err = nil, nil
-	}
+	c, err := r.loadAccepted() // degraded.go: checked against its pin, with a second copy
 	if err == nil {
-		c, perr := ParseConfig(ConfigFile, raw, r.env.Local)
-		if perr == nil {
-			return c
-		}
-		err = perr
+		return c
 	}
+	r.cfgErr = err
 	r.warnf("the accepted configuration cannot be read (%v): using the defaults; run `cryochamber reload --dir %s`", err, r.dir)
-	c, _ := ParseConfig(ConfigFile, nil, r.env.Local)
+	c, _ = ParseConfig(ConfigFile, nil, r.env.Local)
 	return c
 }
 

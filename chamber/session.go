@@ -399,7 +399,7 @@ func (r *runner) timerChamber() timer.Chamber {
 		Env:     r.launchdEnv(),
 		Stdout:  r.store.path(launchdOut),
 		Stderr:  r.store.path(launchdErr),
-		Boot:    r.wakeArgv(),
+		Boot:    r.bootArgv(), // degraded.go: the installed binary, else the pinned copy
 	}
 }
 

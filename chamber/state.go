@@ -94,6 +94,9 @@ type State struct {
 	// mailbox directories: older ones were moved to month directories (rotateMailbox).
 	Rotated string    `json:"rotated,omitempty"`
 	Updated time.Time `json:"updated"`
+	// Told holds the conditions of the private state the operator was told of, once each
+	// (degraded.go: "env" for a missing environment file), until they end.
+	Told map[string]time.Time `json:"told,omitempty"`
 }
 
 // Why says why a session runs (or the next one will).

@@ -134,6 +134,7 @@ func Status(ctx context.Context, env *Env, opts StatusOptions) (*StatusInfo, err
 		s.Warnings = append(s.Warnings, d.String(r.dir))
 	}
 	s.Warnings = append(s.Warnings, r.strays(inboxDir)...)
+	s.Warnings = append(s.Warnings, r.degradedWarnings()...) // degraded.go
 	if st.Phase.Active() {
 		if p, err := r.command(); err == nil {
 			if path, err := lookProgram(r, p); err == nil {

@@ -29,6 +29,7 @@ func Validate(ctx context.Context, env *Env, opts ValidateOptions, print io.Writ
 	if d := r.checkDrift(); d != nil {
 		rep.Warnings = append(rep.Warnings, d.String(r.dir))
 	}
+	rep.Warnings = append(rep.Warnings, r.degradedWarnings()...) // degraded.go
 	if r.fs == nil {
 		rep.Add(validate.StepLog, validate.Fail, "%s", r.chamberMissing())
 		rep.Finish()

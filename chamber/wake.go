@@ -22,7 +22,7 @@ type WakeOptions struct {
 
 // Wake is what the OS timer runs: it runs the session that is due, or does nothing.
 func Wake(ctx context.Context, env *Env, opts WakeOptions) error {
-	r, done, err := open(ctx, env, opts.Dir, openOptions{command: "wake", wait: true})
+	r, done, err := open(ctx, env, opts.Dir, openOptions{command: "wake", wait: true, degraded: true})
 	if err != nil || done {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -388,6 +389,35 @@ func TestSilent2_07BinaryMovedThenReboot(t *testing.T) {
 	}
 	if _, out := c.run("validate", "--dir", c.dir); !strings.Contains(out, installed) || !strings.Contains(out, "is gone") {
 		t.Errorf("validate does not say %s is gone:\n%s", installed, out)
+	}
+	c.must(0, "cancel", "--dir", c.dir)
+}
+
+// TestSilent2_03ConfigFIFO: the agent replaces cryo.toml with a FIFO. Nothing hangs, and the
+// operator gets one notice (issue 23, item 3: the file had no hash, so the drift report returned
+// before its notice; only status said it).
+func TestSilent2_03ConfigFIFO(t *testing.T) {
+	m := systemdtest.Start(t)
+	hook := startAlertHook(t, false)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n"+alertToml(hook, nil), okAgent, nil)
+	c.start(0)
+	if err := os.Remove(filepath.Join(c.dir, "cryo.toml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(c.dir, "cryo.toml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.must(0, "wake", "--dir", c.dir, "--now")
+	c.must(0, "wake", "--dir", c.dir, "--now")
+	got := hook.withReason("config-ignored")
+	if len(got) != 1 {
+		t.Fatalf("%d notices config-ignored, want 1:\n%s", len(got), hook)
+	}
+	if msg := fmt.Sprint(got[0]["message"]); !strings.Contains(msg, "FIFO") || !strings.Contains(msg, "reload") {
+		t.Errorf("the notice says:\n%s", msg)
+	}
+	if runs := c.file("runs.txt"); runs != "ran 1\nran 2\nran 3\n" {
+		t.Errorf("runs: %q", runs)
 	}
 	c.must(0, "cancel", "--dir", c.dir)
 }

@@ -122,7 +122,7 @@ func (r *runner) pin() *pinFile {
 
 // configDrift is a cryo.toml in the chamber that is not the one in force.
 type configDrift struct {
-	hash string   // of the chamber's file ("" when it cannot be read)
+	hash string   // of the chamber's file (when it cannot be read: of why)
 	keys []string // keys that differ from the accepted configuration
 	err  error    // why it does not load, if it does not
 }
@@ -147,7 +147,9 @@ func (r *runner) checkDrift() *configDrift {
 	}
 	raw, err := readConfig(r.fs)
 	if err != nil {
-		r.drift = &configDrift{err: err}
+		// No content to hash: the reason stands for it, so that the operator is told once of
+		// a cryo.toml replaced by a FIFO, a symlink or a directory (issue 23, item 3).
+		r.drift = &configDrift{err: err, hash: "unreadable:" + sha([]byte(err.Error()))}
 		return r.drift
 	}
 	accepted, _ := r.store.read(acceptedConfig, maxConfigSize)

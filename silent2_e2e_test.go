@@ -421,3 +421,45 @@ func TestSilent2_03ConfigFIFO(t *testing.T) {
 	}
 	c.must(0, "cancel", "--dir", c.dir)
 }
+
+// TestSilent2_13ShutdownDuringSession: the user manager stops (a reboot, a logout) while a
+// session runs under it: systemd sends the wake SIGTERM, the wake kills the agent. After a new
+// manager starts, the session is retried, once, with a notice; the plan goes on, never refused
+// (issue 23, item 13: nothing was armed after the restart, the phase was failed, and the alert
+// said "fix the cause, then start").
+func TestSilent2_13ShutdownDuringSession(t *testing.T) {
+	m := systemdtest.Start(t)
+	hook := startAlertHook(t, false)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n"+alertToml(hook, nil), hangAgent, nil)
+	c.start(0)
+	putFile(t, filepath.Join(c.dir, "hang"), "")
+	c.must(0, "send", "--dir", c.dir, "--wake", "Water the ferns.")
+	waitFor(t, 30*time.Second, "session 2 running under the manager", func() bool { return fileExists(filepath.Join(c.dir, "wake.pid")) })
+	m.Restart(t)
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		s := c.status()
+		if s.Phase == "armed" && strings.Count(c.file("runs.txt"), "ran ") >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			_, st := c.run("status", "--dir", c.dir)
+			t.Fatalf("session 2 was not retried after the restart:\n%s\ncryo.log:\n%s\nhook:\n%s\njournal:\n%s", st, tail(c.file("cryo.log"), 3000), hook, tail(m.Journal(t), 5000))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	s := c.status()
+	if s.Phase != "armed" || s.NextWake == nil {
+		t.Errorf("after the restart: %+v", s)
+	}
+	if runs := c.file("runs.txt"); runs != "ran 1\nran 2\nran 3\n" {
+		t.Errorf("runs: %q (want session 2 cut short, then retried once as session 3)", runs)
+	}
+	if n := len(hook.withReason("refused")); n != 0 {
+		t.Errorf("%d refusals:\n%s", n, hook)
+	}
+	if len(hook.alerts()) == 0 || !strings.Contains(hook.String(), "shutdown") {
+		t.Errorf("no notice of the session cut short by a shutdown:\n%s", hook)
+	}
+	c.must(0, "cancel", "--dir", c.dir)
+}

@@ -358,6 +358,9 @@ func describe(o outcome, m *marker.Result) string {
 // afterSession judges a finished session and hibernates, retries or refuses. validAt is the time
 // the markers are judged at: the end of the session (also when a later command recovers it).
 func (r *runner) afterSession(ctx context.Context, n int, m *marker.Result, o outcome, validAt time.Time) error {
+	if o.reason == EndInterrupted {
+		return r.retryAfterShutdown(ctx, n, m, o) // shutdown.go
+	}
 	if o.failed() {
 		return r.retry(ctx, n, m, o)
 	}

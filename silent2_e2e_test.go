@@ -463,3 +463,36 @@ func TestSilent2_13ShutdownDuringSession(t *testing.T) {
 	}
 	c.must(0, "cancel", "--dir", c.dir)
 }
+
+// TestSilent2_09SlowAlertKeepsNextWake: a session run by the timer reports EXIT 2 with a WAKE a
+// few seconds on; the webhook takes longer than that to answer the alert. The next session still
+// runs (issue 23, item 9: the wake armed the next timer, then delivered; the timer fired while the
+// wake's service was still active, systemd merged the start into it, the session never ran, and
+// the dead-man reported `missed` later).
+func TestSilent2_09SlowAlertKeepsNextWake(t *testing.T) {
+	m := systemdtest.Start(t)
+	hook := startAlertHook(t, true)
+	agent := `#!/bin/sh
+echo "ran $CRYO_SESSION" >> runs.txt
+case "$CRYO_SESSION" in
+1) echo "[CRYO:EXIT 0] session 1"; ` + wakeAt(4) + `;;
+2) echo "[CRYO:EXIT 2] the ferns look dry"; ` + wakeAt(6) + `;;
+*) echo "[CRYO:EXIT 0] session $CRYO_SESSION"; echo "[CRYO:WAKE +1h]";;
+esac
+`
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\nfallback_after = \"30s\"\n\n[webhook]\ntimeout = \"60s\"\nretries = 0\n"+alertToml(hook, nil), agent, nil)
+	c.start(0)
+	// The alert of session 2 arrives; it is answered 20 s later, well past session 3's WAKE.
+	select {
+	case <-hook.arrived:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no alert arrived; runs %q\n%s", c.file("runs.txt"), tail(m.Journal(t), 4000))
+	}
+	time.Sleep(20 * time.Second)
+	hook.unhold()
+	waitFor(t, 60*time.Second, "session 3 runs", func() bool { return strings.Contains(c.file("runs.txt"), "ran 3") })
+	if n := len(hook.withReason("missed")); n != 0 {
+		t.Errorf("%d alerts missed:\n%s", n, hook)
+	}
+	c.must(0, "cancel", "--dir", c.dir)
+}

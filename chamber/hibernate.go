@@ -80,6 +80,7 @@ func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outco
 		r.alert(ctx, n, "failure", fmt.Sprintf("session %d reported failure (EXIT 2): %s", n, m.Exit.Summary),
 			fmt.Sprintf("read `cryochamber log --dir %s --session %d`; the chamber goes on as the agent asked", r.dir, n), m)
 	}
+	r.rearmIfPassed(ctx) // slowalert.go: a wake that fell due during the delivery
 	return r.saveLast(ctx, n, o)
 }
 
@@ -355,6 +356,7 @@ func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) 
 		r.writeNotice(n, o.end, string(o.reason), why+fmt.Sprintf("\nRetry %d of %d at %s. No one was alerted yet: alerts go out when the fast retries are used up.\n",
 			r.st.Retries, max, t.Format(time.RFC3339)))
 	}
+	r.rearmIfPassed(ctx) // slowalert.go: a retry that fell due during the delivery
 	if err := r.saveLast(ctx, n, o); err != nil || r.st.Phase == PhaseCancelled {
 		return err
 	}

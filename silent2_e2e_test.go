@@ -9,6 +9,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -495,4 +497,60 @@ esac
 		t.Errorf("%d alerts missed:\n%s", n, hook)
 	}
 	c.must(0, "cancel", "--dir", c.dir)
+}
+
+// TestSilent2_12TargetsFailForGood: an alert target that refuses every delivery (a chat hook
+// revoked: 500). After the first attempt and the alert timer's retry a minute later (the real
+// timer) both fail, status says it (`alert_targets_failing`), the target that still works is
+// told, once; a chamber whose only target fails says `alerts_reach_nobody` in status --json and
+// in ps (issue 23, item 12: nothing reached a person, for 30 days).
+func TestSilent2_12TargetsFailForGood(t *testing.T) {
+	m := systemdtest.Start(t)
+	revoked := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "hook revoked", http.StatusInternalServerError)
+	}))
+	t.Cleanup(revoked.Close)
+	good := startAlertHook(t, false)
+	agent := `#!/bin/sh
+echo "[CRYO:EXIT 2] the ferns look dry"
+echo "[CRYO:WAKE +1h]"
+`
+	toml := "agent = \"./agent.sh\"\nwatch_inbox = false\n\n[webhook]\nretries = 0\n\n[[fallback]]\naction = \"webhook\"\ntarget = \"" + revoked.URL + "/hook\"\n"
+	both := newTrial(t, m, toml+"\n[[fallback]]\naction = \"webhook\"\ntarget = \""+good.URL+"\"\n", agent, nil)
+	alone := newTrial(t, m, toml, agent, nil)
+	both.start(0)
+	alone.start(0)
+	waitFor(t, 150*time.Second, "the working target is told that the other fails", func() bool { return len(good.withReason("target-failing")) > 0 })
+	if msg := fmt.Sprint(good.withReason("target-failing")[0]["message"]); !strings.Contains(msg, revoked.URL) || !strings.Contains(msg, "500") {
+		t.Errorf("the notice says:\n%s", msg)
+	}
+	s := both.status()
+	var full struct {
+		Failing []struct {
+			Target string `json:"target"`
+		} `json:"alert_targets_failing"`
+		Nobody bool `json:"alerts_reach_nobody"`
+	}
+	if err := json.Unmarshal([]byte(both.stdout("status", "--dir", both.dir, "--json")), &full); err != nil || len(full.Failing) != 1 || full.Nobody {
+		t.Errorf("status --json of the chamber with a working target: %+v %v (%+v)", full, err, s)
+	}
+	waitFor(t, 60*time.Second, "the lone chamber's target fails twice", func() bool {
+		if err := json.Unmarshal([]byte(alone.stdout("status", "--dir", alone.dir, "--json")), &full); err != nil {
+			return false
+		}
+		return full.Nobody
+	})
+	if _, out := alone.run("status", "--dir", alone.dir); !strings.Contains(out, "NO ALERT REACHES ANYONE") {
+		t.Errorf("status does not say it:\n%s", out)
+	}
+	if _, out := alone.run("ps"); !strings.Contains(out, "NO ALERT REACHES ANYONE") {
+		t.Errorf("ps does not say it:\n%s", out)
+	}
+	// Once: the next alert timer's run does not tell again.
+	both.must(0, "fallback", "--dir", both.dir)
+	if n := len(good.withReason("target-failing")); n != 1 {
+		t.Errorf("%d notices target-failing, want 1", n)
+	}
+	both.must(0, "cancel", "--dir", both.dir)
+	alone.must(0, "cancel", "--dir", alone.dir)
 }

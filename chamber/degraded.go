@@ -110,7 +110,8 @@ func (r *runner) tellDegraded(ctx context.Context) {
 		r.notify(ctx, r.st.Session, "accepted-config", fmt.Sprintf("chamber %s: the accepted configuration was damaged (%v); its second copy was found intact, is in force, and repaired it. Nothing else changed.", r.dir, r.cfgFix))
 		r.cfgFix = nil
 	}
-	r.tellShutdown(ctx) // shutdown.go
+	r.tellShutdown(ctx)       // shutdown.go
+	r.tellFailingTargets(ctx) // targets.go
 	_, err := os.Stat(r.store.path(EnvFileName))
 	switch {
 	case errors.Is(err, os.ErrNotExist) && r.st.Told["env"].IsZero():

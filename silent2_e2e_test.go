@@ -554,3 +554,63 @@ echo "[CRYO:WAKE +1h]"
 	both.must(0, "cancel", "--dir", both.dir)
 	alone.must(0, "cancel", "--dir", alone.dir)
 }
+
+// TestSilent2_15ChannelDown: the email channel's IMAP server goes away (a real Dovecot,
+// stopped). The first failed polls say it only in sync --status; the third in a row sends one
+// notice `channel-down` to the operator's alert targets, the fourth none; when the server is back
+// the next poll sends one notice `channel-back` (issue 23, item 15: only `status` and
+// `sync --status` said it, when someone ran them).
+func TestSilent2_15ChannelDown(t *testing.T) {
+	m := systemdtest.Start(t)
+	imap := mailtest.StartIMAP(t)
+	smtp := mailtest.StartSMTP(t)
+	hook := startAlertHook(t, false)
+	dir := filepath.Join(t.TempDir(), "garden")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	toml := "watch_inbox = false\n" + strings.Replace(fmt.Sprintf(syncToml, smtp.Port, imap.Port), "summaries = true\n", "", 1) +
+		fmt.Sprintf("\n[[fallback]]\naction = \"webhook\"\ntarget = %q\n", hook.URL)
+	for name, data := range map[string]string{"plan.md": "Tend the garden.\n", "agent.sh": syncAgent, "cryo.toml": toml} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := managerEnv(m, "CRYO_IMAP_PW="+imap.Password)
+	expect := func(want int, args ...string) string {
+		t.Helper()
+		code, out := bin(t, env, dir, args...)
+		if code != want {
+			t.Fatalf("cryochamber %s: exit %d, want %d\n%s", strings.Join(args, " "), code, want, out)
+		}
+		return out
+	}
+	expect(0, "start", filepath.Join(dir, "plan.md"))
+	expect(0, "sync")
+	imap.Stop()
+	for i := 1; i <= 2; i++ {
+		expect(1, "sync")
+		if n := len(hook.withReason("channel-down")); n != 0 {
+			t.Fatalf("a notice after %d failed polls", i)
+		}
+	}
+	expect(1, "sync")
+	down := hook.withReason("channel-down")
+	if len(down) != 1 {
+		t.Fatalf("%d notices channel-down after 3 failed polls, want 1:\n%s", len(down), hook)
+	}
+	if msg := fmt.Sprint(down[0]["message"]); !strings.Contains(msg, "email channel is down") || !strings.Contains(msg, "last 3 polls failed") {
+		t.Errorf("the notice says:\n%s", msg)
+	}
+	expect(1, "sync")
+	if n := len(hook.withReason("channel-down")); n != 1 {
+		t.Errorf("%d notices channel-down after 4 failed polls, want 1", n)
+	}
+	imap.Start()
+	expect(0, "sync")
+	expect(0, "sync")
+	if n := len(hook.withReason("channel-back")); n != 1 {
+		t.Errorf("%d notices channel-back, want 1:\n%s", n, hook)
+	}
+	expect(0, "cancel")
+}

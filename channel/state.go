@@ -92,6 +92,10 @@ type State struct {
 	Pulled     int       `json:"pulled"`
 	Pushed     int       `json:"pushed"`
 	Ignored    int       `json:"ignored"`
+	// Failures counts the failed polls in a row; DownTold is set once the operator was told
+	// that the channel is down (down.go), until a poll succeeds again.
+	Failures int  `json:"failures,omitempty"`
+	DownTold bool `json:"down_told,omitempty"`
 }
 
 func newState(name string, now time.Time, lookback time.Duration) *State {

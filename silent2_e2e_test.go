@@ -614,3 +614,30 @@ func TestSilent2_15ChannelDown(t *testing.T) {
 	}
 	expect(0, "cancel")
 }
+
+// TestSilent2_05CompleteLeavesNoUnit: a plan that completes leaves no unit in the user manager:
+// not the files, not the enable link, not the boot unit loaded in memory (issue 23, item 5: it
+// stayed loaded until the next reload, though DESIGN.md says "no units left").
+func TestSilent2_05CompleteLeavesNoUnit(t *testing.T) {
+	m := systemdtest.Start(t)
+	agent := `#!/bin/sh
+echo "ran $CRYO_SESSION" >> runs.txt
+echo "[CRYO:EXIT 0] session $CRYO_SESSION"
+if [ "$CRYO_SESSION" = 1 ]; then ` + wakeAt(3) + `; fi
+`
+	c := newTrial(t, m, "agent = \"./agent.sh\"\n", agent, nil)
+	c.start(0)
+	id := timer.ID(c.dir)
+	if out := m.Systemctl(t, "show", "--property=LoadState", "--value", timer.SystemdBootName(id)); strings.TrimSpace(out) != "loaded" {
+		t.Fatalf("the boot unit is not loaded while the plan runs (%q): the test cannot tell", out)
+	}
+	waitFor(t, 60*time.Second, "session 2 completes the plan (the real timer fires it)", func() bool { return c.status().Phase == "complete" })
+	m.WaitIdle(t, 30*time.Second, id+"-*")
+	out := m.Systemctl(t, "list-units", "--all", "--no-legend", "--plain", id+"-*")
+	if strings.TrimSpace(out) != "" {
+		t.Errorf("units left loaded after the plan completed:\n%s", out)
+	}
+	if ents, _ := filepath.Glob(filepath.Join(m.UnitDir, id+"-*")); len(ents) != 0 {
+		t.Errorf("unit files left: %v", ents)
+	}
+}

@@ -641,3 +641,44 @@ if [ "$CRYO_SESSION" = 1 ]; then ` + wakeAt(3) + `; fi
 		t.Errorf("unit files left: %v", ents)
 	}
 }
+
+// TestSilent2_10PausedChamberGone: a chamber paused until a few seconds on is renamed while
+// away. When the pause ends (the real timer), the operator gets the alert `missing`, and the end
+// of the pause is armed again; once the directory is back, the pause ends and the plan's wake
+// stays (issue 23, item 10: no alert, nothing re-armed).
+func TestSilent2_10PausedChamberGone(t *testing.T) {
+	m := systemdtest.Start(t)
+	hook := startAlertHook(t, false)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n"+alertToml(hook, nil), okAgent, nil)
+	c.start(0)
+	c.must(0, "pause", "--dir", c.dir, "--until", "+4s")
+	away := c.dir + "-away"
+	if err := os.Rename(c.dir, away); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the alert missing", func() bool { return len(hook.withReason("missing")) > 0 })
+	if msg := fmt.Sprint(hook.withReason("missing")[0]["message"]); !strings.Contains(msg, "pause") {
+		t.Errorf("the alert says:\n%s", msg)
+	}
+	st, err := stateOf(m, c.dir)
+	if err != nil || st.Phase != "paused" || st.Timers.Wake == nil || !st.Timers.Wake.After(time.Now()) {
+		t.Fatalf("after the alert: %+v %v; want paused, the end of the pause armed again", st, err)
+	}
+	out := m.Systemctl(t, "list-timers", "--no-legend", "--plain", timer.ID(c.dir)+"-wake.timer")
+	if !strings.Contains(out, timer.ID(c.dir)+"-wake.timer") {
+		t.Errorf("no wake timer in the manager:\n%s", out)
+	}
+	if err := os.Rename(away, c.dir); err != nil {
+		t.Fatal(err)
+	}
+	// The re-armed timer ends the pause 5 minutes on (the wake at the end of a pause resumes:
+	// TestRebootRearmsFromState and the pause scripts try it); the operator may as well now.
+	c.must(0, "resume", "--dir", c.dir)
+	if s := c.status(); s.Phase != "armed" || s.NextWake == nil || s.NextWake.Before(time.Now().Add(30*time.Minute)) {
+		t.Errorf("after the directory is back: %+v (want armed, the plan's wake an hour on kept)", s)
+	}
+	if n := len(hook.withReason("missing")); n != 1 {
+		t.Errorf("%d alerts missing, want 1", n)
+	}
+	c.must(0, "cancel", "--dir", c.dir)
+}

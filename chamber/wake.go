@@ -256,6 +256,11 @@ func (r *runner) settleInbox(ctx context.Context) {
 // again on the retry schedule, so a mount that comes up later carries on by itself.
 func (r *runner) chamberGone(ctx context.Context) error {
 	what := r.chamberMissing()
+	if r.st.Phase == PhasePaused {
+		if ok, err := r.pausedGone(ctx); ok { // pausegone.go
+			return err
+		}
+	}
 	if !r.st.Phase.Active() {
 		return &Error{Kind: Usage, Msg: what, Hint: "nothing is armed for it; if it moved: cryochamber start NEW/PATH/plan.md"}
 	}

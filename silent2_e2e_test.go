@@ -843,3 +843,46 @@ func TestSilent2_11DeadmanArmBounded(t *testing.T) {
 	}
 	c.must(0, "cancel", "--dir", c.dir)
 }
+
+// TestSilent2_16PrivateFilesRemoved: each other file of the private state removed, or damaged,
+// one at a time (pin.json, todo.json, the secrets): the next wake runs its session, or tells the
+// operator why not; it never stops in silence (issue 23, item 16).
+func TestSilent2_16PrivateFilesRemoved(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, content string // content "" = removed
+	}{
+		{"pin.json removed", "pin.json", ""},
+		{"pin.json damaged", "pin.json", "{\"version\": 1, \"con"},
+		{"todo.json damaged", "todo.json", "{\"items\": [{\"status\": \"pend"},
+		{"secrets removed", "secrets", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := systemdtest.Start(t)
+			hook := startAlertHook(t, false)
+			agent := `#!/bin/sh
+echo "ran $CRYO_SESSION" >> runs.txt
+echo "[CRYO:EXIT 0] session $CRYO_SESSION"
+echo "[CRYO:WAKE +1h]"
+echo '[CRYO:TODO +2h "prune the roses"]'
+`
+			c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n"+alertToml(hook, nil), agent, nil)
+			c.start(0)
+			store := filepath.Join(stateDirOf(m), "chambers", timer.ID(c.dir))
+			if tc.content == "" {
+				_ = os.Remove(filepath.Join(store, tc.file))
+			} else {
+				putFile(t, filepath.Join(store, tc.file), tc.content)
+			}
+			code, out := c.run("wake", "--dir", c.dir, "--now")
+			ran := c.file("runs.txt") == "ran 1\nran 2\n"
+			told := len(hook.alerts()) > 0
+			if !ran && !told {
+				t.Errorf("wake: exit %d, no session and nobody told\n%s", code, out)
+			}
+			if s := c.status(); ran && (s.Phase != "armed" || s.NextWake == nil) {
+				t.Errorf("after the session: %+v\n%s", s, out)
+			}
+			c.run("cancel", "--dir", c.dir)
+		})
+	}
+}

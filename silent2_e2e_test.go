@@ -886,3 +886,37 @@ echo '[CRYO:TODO +2h "prune the roses"]'
 		})
 	}
 }
+
+// TestSilent2_16ManagerEvents: the user manager re-executed, reloaded, or stopped and started
+// again (a logout and a login; a reboot, which empties the runtime directory) a few seconds
+// before a WAKE: the session runs once (issue 23, item 16, in part).
+func TestSilent2_16ManagerEvents(t *testing.T) {
+	agent := `#!/bin/sh
+echo "ran $CRYO_SESSION" >> runs.txt
+echo "[CRYO:EXIT 0] session $CRYO_SESSION"
+if [ "$CRYO_SESSION" = 1 ]; then ` + wakeAt(10) + `; else echo "[CRYO:WAKE +1h]"; fi
+`
+	for _, tc := range []struct {
+		name  string
+		event func(t *testing.T, m *systemdtest.Manager)
+	}{
+		{"daemon-reexec", func(t *testing.T, m *systemdtest.Manager) { m.Systemctl(t, "daemon-reexec") }},
+		{"daemon-reload", func(t *testing.T, m *systemdtest.Manager) { m.Systemctl(t, "daemon-reload") }},
+		{"restart (logout and login, reboot)", func(t *testing.T, m *systemdtest.Manager) { m.Restart(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := systemdtest.Start(t)
+			c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\nfallback_after = \"30s\"\n", agent, nil)
+			c.start(0)
+			tc.event(t, m)
+			waitFor(t, 60*time.Second, "session 2", func() bool { return c.file("runs.txt") == "ran 1\nran 2\n" })
+			m.WaitIdle(t, 30*time.Second, timer.ID(c.dir)+"-*")
+			if s := c.status(); s.Phase != "armed" || s.Session != 2 {
+				t.Errorf("after session 2: %+v", s)
+			}
+			if runs := c.file("runs.txt"); runs != "ran 1\nran 2\n" {
+				t.Errorf("runs %q", runs)
+			}
+		})
+	}
+}

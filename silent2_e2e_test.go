@@ -920,3 +920,19 @@ if [ "$CRYO_SESSION" = 1 ]; then ` + wakeAt(10) + `; else echo "[CRYO:WAKE +1h]"
 		})
 	}
 }
+
+// TestSilent2_16LingeringOff: with lingering off, the user's timers stop at logout; start,
+// status and validate say so before the plan silently stops (issue 23, item 16, in part).
+func TestSilent2_16LingeringOff(t *testing.T) {
+	m := systemdtest.Start(t)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n", okAgent, nil)
+	if out := c.start(0); !strings.Contains(out, "lingering is off") {
+		e2e.Skipf(t, "lingering is on here, or cannot be told: start says\n%s", out)
+	}
+	for _, args := range [][]string{{"status", "--dir", c.dir}, {"validate", "--dir", c.dir}} {
+		if _, out := c.run(args...); !strings.Contains(out, "lingering is off") || !strings.Contains(out, "loginctl enable-linger") {
+			t.Errorf("%s does not say lingering is off:\n%s", args[0], out)
+		}
+	}
+	c.must(0, "cancel", "--dir", c.dir)
+}

@@ -79,6 +79,11 @@ func Validate(ctx context.Context, env *Env, opts ValidateOptions, print io.Writ
 		r.checkArmed(ctx, rep)
 	}
 	r.hostChecks(rep)
+	if r.be != nil && r.st.Phase.Active() {
+		// What the timer manager warns of (lingering off: the timers stop at logout), as
+		// status says it (issue 23, item 16).
+		rep.Warnings = append(rep.Warnings, r.be.Warnings(ctx)...)
+	}
 	rep.Finish()
 	return rep, nil
 }

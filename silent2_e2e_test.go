@@ -936,3 +936,36 @@ func TestSilent2_16LingeringOff(t *testing.T) {
 	}
 	c.must(0, "cancel", "--dir", c.dir)
 }
+
+// TestSilent2_16ThousandMessageBurst: 1,000 messages land in the inbox in one burst (a sync
+// after a long outage). The inbox watcher must not be lost to the path unit's trigger limit:
+// every message is claimed by a session within minutes, not at the next WAKE an hour later
+// (issue 23, item 16, in part).
+func TestSilent2_16ThousandMessageBurst(t *testing.T) {
+	m := systemdtest.Start(t)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\n", okAgent, nil)
+	c.start(0)
+	now := time.Now().UTC()
+	for i := 0; i < 1000; i++ {
+		if _, err := mailWrite(c.dir, message.InboxDir, &message.Message{From: "alice", Time: now.Add(time.Duration(i) * time.Microsecond), Body: fmt.Sprintf("message %d\n", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(180 * time.Second)
+	for {
+		names, _ := mailNames(c.dir, message.InboxDir)
+		if len(names) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			s := c.status()
+			t.Fatalf("%d messages still wait after 3 minutes; watcher %s, phase %s, session %d, warnings %q", len(names), s.Watcher, s.Phase, s.Session, s.Warnings)
+		}
+		time.Sleep(time.Second)
+	}
+	m.WaitIdle(t, 60*time.Second, timer.ID(c.dir)+"-*")
+	if s := c.status(); s.Watcher != "on" {
+		t.Errorf("the inbox watcher is %s after the burst", s.Watcher)
+	}
+	c.must(0, "cancel", "--dir", c.dir)
+}

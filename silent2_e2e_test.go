@@ -320,9 +320,8 @@ func TestSilent2_AcceptedConfigLostRefuses(t *testing.T) {
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n"+alertToml(hook, nil), okAgent, nil)
 	c.start(0)
 	store := filepath.Join(stateDirOf(m), "chambers", timer.ID(c.dir))
-	for _, n := range []string{"cryo.toml", "cryo.toml.copy"} {
-		putFile(t, filepath.Join(store, n), "agent = \"./agent.sh\"\n")
-	}
+	putFile(t, filepath.Join(store, "cryo.toml"), "agent = \"./agent.sh\"\n") // valid TOML: the defaults
+	putFile(t, filepath.Join(store, "cryo.toml.copy"), "agent = \"./ag\x00\x00\x00")
 	out := c.must(1, "wake", "--dir", c.dir, "--now")
 	if !strings.Contains(out, "the accepted configuration cannot be read") || !strings.Contains(out, "refused") || !strings.Contains(out, "cryochamber reload --dir") {
 		t.Errorf("wake says:\n%s", out)

@@ -1,6 +1,7 @@
 package chamber
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -60,15 +61,19 @@ func (r *runner) loadAccepted() (*Config, error) {
 	}
 	c2, raw2, err2 := try(acceptedCopy)
 	if err2 != nil {
+		// Both differ from the pin but agree with each other and parse: an acceptance cut short
+		// between the copies and pin.json, not a damage.
+		raw, rerr := r.store.read(acceptedConfig, maxConfigSize)
+		raw2, rerr2 := r.store.read(acceptedCopy, maxConfigSize)
+		if rerr == nil && rerr2 == nil && bytes.Equal(raw, raw2) {
+			if c, perr := ParseConfig(ConfigFile, raw, r.env.Local); perr == nil {
+				return c, nil
+			}
+		}
 		return nil, err
 	}
 	r.warnf("the accepted configuration was damaged (%v); its second copy is in force", err)
-	r.cfgFix = err
-	if !r.readOnly {
-		if werr := r.store.write(acceptedConfig, raw2, nil); werr != nil {
-			r.warnf("cannot repair the accepted configuration from its second copy: %v", werr)
-		}
-	}
+	r.cfgFix, r.cfgFixRaw = err, raw2 // repaired by the lock holder (tellDegraded)
 	return c2, nil
 }
 
@@ -107,6 +112,9 @@ func (r *runner) alertDegraded(ctx context.Context, what string, err error) {
 // its second copy, the environment file missing.
 func (r *runner) tellDegraded(ctx context.Context) {
 	if r.cfgFix != nil {
+		if werr := r.store.write(acceptedConfig, r.cfgFixRaw, nil); werr != nil {
+			r.warnf("cannot repair the accepted configuration from its second copy: %v", werr)
+		}
 		r.notify(ctx, r.st.Session, "accepted-config", fmt.Sprintf("chamber %s: the accepted configuration was damaged (%v); its second copy was found intact, is in force, and repaired it. Nothing else changed.", r.dir, r.cfgFix))
 		r.cfgFix = nil
 	}

@@ -19,19 +19,20 @@ import (
 // runner is one command's hold on a chamber: the lock, the accepted configuration, the state,
 // and the chamber directory opened confined.
 type runner struct {
-	env    *Env
-	dir    string // canonical path of the chamber
-	id     string
-	store  store
-	fs     *confined.Dir // the chamber; nil when it cannot be opened (see fsErr)
-	fsErr  error         // why the chamber cannot be opened (moved, deleted, not mounted)
-	cfg    *Config       // the configuration in force: the one the operator accepted
-	cfgErr error         // why the accepted configuration cannot be read (cfg is then the defaults)
-	cfgFix error         // the accepted configuration was damaged and its second copy is in force
-	st     *State
-	lock   *Lock // nil for a read-only command
-	be     timer.Backend
-	out    io.Writer
+	env       *Env
+	dir       string // canonical path of the chamber
+	id        string
+	store     store
+	fs        *confined.Dir // the chamber; nil when it cannot be opened (see fsErr)
+	fsErr     error         // why the chamber cannot be opened (moved, deleted, not mounted)
+	cfg       *Config       // the configuration in force: the one the operator accepted
+	cfgErr    error         // why the accepted configuration cannot be read (cfg is then the defaults)
+	cfgFix    error         // the accepted configuration was damaged and its second copy is in force
+	cfgFixRaw []byte        // that second copy, to repair the first with (degraded.go)
+	st        *State
+	lock      *Lock // nil for a read-only command
+	be        timer.Backend
+	out       io.Writer
 
 	warnings    []string       // for the next prompt
 	lastMarkers *marker.Result // the markers being judged (a refusal still delivers their REPLYs)

@@ -588,6 +588,9 @@ func TestSilent2_15ChannelDown(t *testing.T) {
 		return out
 	}
 	expect(0, "start", filepath.Join(dir, "plan.md"))
+	// start armed the sync timer (every 10 s); the polls are counted here, so they are run by
+	// hand, each one a poll as the timer's would be.
+	expect(0, "sync", "--remove")
 	expect(0, "sync")
 	imap.Stop()
 	for i := 1; i <= 2; i++ {

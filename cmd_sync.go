@@ -36,7 +36,9 @@ as send does, wakes a chamber that watches its inbox) and publishes what the out
 the agent's replies, cryochamber's replies, notices and alerts, and the latest session's
 summary. Each channel keeps one thread per chamber: a mail thread, one GitHub issue, one
 Zulip topic. What was synced is recorded outside the chamber, so nothing is read twice and
-nothing is lost when a sync fails or is killed: it is retried at the next poll.
+nothing is lost when a sync fails or is killed: it is retried at the next poll. A channel
+whose last 3 polls failed (an expired password or token, a server gone) is told to the
+operator's alert targets as down, once, and once when it works again.
 
 sync uses the cryo.toml accepted at start or reload (the agent can edit the chamber's copy).
 Secrets (token_env, password_env) come from the environment; --install captures them, mode
@@ -309,6 +311,17 @@ func (s *syncRun) once(ctx context.Context, cfg *chamber.Config) error {
 		if r.Err != nil {
 			fmt.Fprintf(s.env.Stderr, "cryochamber: %s: %s\n", r.Channel, termtext.Line(r.Err.Error()))
 			failed = append(failed, r.Channel)
+		}
+		if r.Down || r.Back {
+			// A channel down for good is told to the operator's alert targets, once, and once
+			// when it is back (channel/down.go).
+			lastErr := ""
+			if r.Err != nil {
+				lastErr = r.Err.Error()
+			}
+			if err := chamber.NotifyChannel(ctx, s.env, s.dir, r.Channel, r.Down, r.Failures, lastErr); err != nil {
+				fmt.Fprintf(s.env.Stderr, "cryochamber: warning: cannot tell the operator about %s: %s\n", r.Channel, termtext.Line(err.Error()))
+			}
 		}
 	}
 	if pulled > 0 {

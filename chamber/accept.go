@@ -71,6 +71,9 @@ func (r *runner) accept(raw []byte) error {
 	if err := r.store.write(acceptedConfig, raw, nil); err != nil {
 		return err
 	}
+	if err := r.store.write(acceptedCopy, raw, nil); err != nil {
+		return err
+	}
 	cp, err := pinBinary(r.env.StateDir, r.st.Binary)
 	if err != nil {
 		r.warnf("cannot copy %s for the dead-man timer (it will run that file instead): %v", r.st.Binary, err)
@@ -90,19 +93,13 @@ func (r *runner) accept(raw []byte) error {
 // chamber whose accepted copy cannot be read (it never should) runs with the defaults, which
 // allow only the default agent and send alerts nowhere, and says so.
 func (r *runner) acceptedConfig() *Config {
-	raw, err := r.store.read(acceptedConfig, maxConfigSize)
-	if errors.Is(err, os.ErrNotExist) {
-		raw, err = nil, nil
-	}
+	c, err := r.loadAccepted() // degraded.go: checked against its pin, with a second copy
 	if err == nil {
-		c, perr := ParseConfig(ConfigFile, raw, r.env.Local)
-		if perr == nil {
-			return c
-		}
-		err = perr
+		return c
 	}
+	r.cfgErr = err
 	r.warnf("the accepted configuration cannot be read (%v): using the defaults; run `cryochamber reload --dir %s`", err, r.dir)
-	c, _ := ParseConfig(ConfigFile, nil, r.env.Local)
+	c, _ = ParseConfig(ConfigFile, nil, r.env.Local)
 	return c
 }
 
@@ -125,7 +122,7 @@ func (r *runner) pin() *pinFile {
 
 // configDrift is a cryo.toml in the chamber that is not the one in force.
 type configDrift struct {
-	hash string   // of the chamber's file ("" when it cannot be read)
+	hash string   // of the chamber's file (when it cannot be read: of why)
 	keys []string // keys that differ from the accepted configuration
 	err  error    // why it does not load, if it does not
 }
@@ -150,7 +147,9 @@ func (r *runner) checkDrift() *configDrift {
 	}
 	raw, err := readConfig(r.fs)
 	if err != nil {
-		r.drift = &configDrift{err: err}
+		// No content to hash: the reason stands for it, so that the operator is told once of
+		// a cryo.toml replaced by a FIFO, a symlink or a directory (issue 23, item 3).
+		r.drift = &configDrift{err: err, hash: "unreadable:" + sha([]byte(err.Error()))}
 		return r.drift
 	}
 	accepted, _ := r.store.read(acceptedConfig, maxConfigSize)

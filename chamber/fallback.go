@@ -20,7 +20,7 @@ type FallbackOptions struct {
 // It needs nothing from the chamber: a chamber that is missing, full or sabotaged is reported
 // from the private state alone.
 func Fallback(ctx context.Context, env *Env, opts FallbackOptions) error {
-	pre, _, err := open(ctx, env, opts.Dir, openOptions{readOnly: true})
+	pre, _, err := open(ctx, env, opts.Dir, openOptions{readOnly: true, degraded: true})
 	if err != nil {
 		return err
 	}
@@ -33,7 +33,7 @@ func Fallback(ctx context.Context, env *Env, opts FallbackOptions) error {
 		// After a boot or resume both timers fire at once: give the wake a moment to start.
 		waitForWake(ctx, s, st)
 	}
-	r, done, err := open(ctx, env, opts.Dir, openOptions{command: "fallback"})
+	r, done, err := open(ctx, env, opts.Dir, openOptions{command: "fallback", degraded: true})
 	if err != nil {
 		return err
 	}

@@ -93,6 +93,7 @@ func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outco
 		r.alert(ctx, n, "failure", fmt.Sprintf("session %d reported failure (EXIT 2): %s", n, m.Exit.Summary),
 			fmt.Sprintf("read `cryochamber log --dir %s --session %d`; the chamber goes on as the agent asked", r.dir, n), m)
 	}
+	r.rearmIfPassed(ctx) // slowalert.go: a wake that fell due during the delivery
 	return r.saveLast(ctx, n, o)
 }
 
@@ -164,11 +165,24 @@ func orBackend(name string) string {
 	return name
 }
 
+// deadmanArmTimeout bounds the arming of a session's dead-man: the session runs without one
+// rather than wait for a timer manager that does not answer.
+const deadmanArmTimeout = 20 * time.Second
+
 // armDeadman arms the dead-man timer for a session that starts at start: every session has
 // one, whatever woke it (a message, send --wake, wake --now), so that a session killed hard is
 // recovered, and one that hangs is reported, at start + fallback_after. The caller saves it
 // (with the agent's process group).
 func (r *runner) armDeadman(ctx context.Context, start time.Time) {
+	// Bounded (issue 23, item 11): a bus that stops answering must not hold the session back
+	// for ever; the connection it hung on is dropped, so that the next call dials again.
+	ctx, cancel := context.WithTimeout(ctx, deadmanArmTimeout)
+	defer func() {
+		if ctx.Err() != nil {
+			r.closeBackend()
+		}
+		cancel()
+	}()
 	at := ceilSecond(start.Add(r.cfg.FallbackAfter.D)).UTC()
 	if f := r.st.Timers.Fallback; f != nil && !f.After(at) && !f.Before(start) && r.timerHolds(ctx, timer.Fallback, *f) {
 		return // the plan's dead-man already comes first (and the OS still has it: a reboot removes it)
@@ -377,6 +391,7 @@ func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) 
 		r.writeNotice(n, o.end, string(o.reason), why+fmt.Sprintf("\nRetry %d of %d at %s. No one was alerted yet: alerts go out when the fast retries are used up.\n",
 			r.st.Retries, max, t.Format(time.RFC3339)))
 	}
+	r.rearmIfPassed(ctx) // slowalert.go: a retry that fell due during the delivery
 	if err := r.saveLast(ctx, n, o); err != nil || r.st.Phase == PhaseCancelled {
 		return err
 	}

@@ -18,17 +18,20 @@ import (
 // runner is one command's hold on a chamber: the lock, the accepted configuration, the state,
 // and the chamber directory opened confined.
 type runner struct {
-	env   *Env
-	dir   string // canonical path of the chamber
-	id    string
-	store store
-	fs    *confined.Dir // the chamber; nil when it cannot be opened (see fsErr)
-	fsErr error         // why the chamber cannot be opened (moved, deleted, not mounted)
-	cfg   *Config       // the configuration in force: the one the operator accepted
-	st    *State
-	lock  *Lock // nil for a read-only command
-	be    timer.Backend
-	out   io.Writer
+	env       *Env
+	dir       string // canonical path of the chamber
+	id        string
+	store     store
+	fs        *confined.Dir // the chamber; nil when it cannot be opened (see fsErr)
+	fsErr     error         // why the chamber cannot be opened (moved, deleted, not mounted)
+	cfg       *Config       // the configuration in force: the one the operator accepted
+	cfgErr    error         // why the accepted configuration cannot be read (cfg is then the defaults)
+	cfgFix    error         // the accepted configuration was damaged and its second copy is in force
+	cfgFixRaw []byte        // that second copy, to repair the first with (degraded.go)
+	st        *State
+	lock      *Lock // nil for a read-only command
+	be        timer.Backend
+	out       io.Writer
 
 	warnings    []string       // for the next prompt
 	lastMarkers *marker.Result // the markers being judged (a refusal still delivers their REPLYs)
@@ -58,6 +61,7 @@ type openOptions struct {
 	command  string // wake, fallback, cancel, reload, resume, ...: recorded as the holder
 	wait     bool   // wait (bounded) for a short holder of the lock instead of giving up
 	readOnly bool   // take no lock, write nothing (status, validate)
+	degraded bool   // the wake and the dead-man: alert when the private state cannot be used (degraded.go)
 }
 
 // open is the one way a command opens an existing chamber: it resolves the path, finds the
@@ -87,6 +91,12 @@ func open(ctx context.Context, env *Env, dirArg string, o openOptions) (r *runne
 		}
 	}
 	r = &runner{env: env, dir: dir, id: id, store: s, out: env.Stdout, readOnly: o.readOnly}
+	// The accepted targets are read before the lock, the state and the chamber: whatever of
+	// those cannot be used, the wake and the dead-man still alert with them (degraded.go).
+	r.cfg = r.acceptedConfig()
+	if o.degraded && r.cfgErr != nil {
+		return nil, false, r.refuseDefaults()
+	}
 	if !o.readOnly {
 		lock, err := s.tryLock()
 		if errors.Is(err, ErrLocked) && o.wait {
@@ -97,6 +107,9 @@ func open(ctx context.Context, env *Env, dirArg string, o openOptions) (r *runne
 			return nil, true, nil
 		}
 		if err != nil {
+			if o.degraded {
+				r.alertDegraded(ctx, "its lock "+s.path(lockName)+" cannot be taken", err)
+			}
 			return nil, false, &Error{Msg: "cannot lock the chamber", Err: err, Hint: "check the permissions of " + string(s)}
 		}
 		r.lock = lock
@@ -106,11 +119,13 @@ func open(ctx context.Context, env *Env, dirArg string, o openOptions) (r *runne
 		if errors.Is(err, ErrNoState) {
 			return nil, false, notChamber(dir)
 		}
+		if o.degraded {
+			r.alertDegraded(ctx, "its state cannot be read", err)
+		}
 		return nil, false, &Error{Err: err, Hint: "the state is written atomically, so the disk is damaged or it was edited by hand; `cryochamber cancel --dir " + dir + "` then `start` begins again (the log is kept)"}
 	}
 	// Unit names always come from the path, never from a file.
 	r.st.ID = id
-	r.cfg = r.acceptedConfig()
 	if r.fs, r.fsErr = confined.Open(dir); r.fsErr != nil {
 		r.fs = nil
 	}
@@ -129,6 +144,9 @@ func open(ctx context.Context, env *Env, dirArg string, o openOptions) (r *runne
 			}
 		}
 		r.redeliver(ctx)
+		if o.degraded {
+			r.tellDegraded(ctx) // degraded.go
+		}
 	}
 	return r, false, nil
 }

@@ -104,6 +104,8 @@ type PsRow struct {
 	// While the fast retries are used up: since when, and how often (slow_retry).
 	RetryingSince *time.Time `json:"retrying_since,omitempty"`
 	SlowRetry     string     `json:"slow_retry,omitempty"`
+	// Every alert target fails (targets.go): nothing reaches a person.
+	ReachNobody bool `json:"alerts_reach_nobody,omitempty"`
 }
 
 // Ps lists every chamber of the user: those with timers installed in the OS and those in the
@@ -200,6 +202,7 @@ func (r *PsRow) classify(ctx context.Context, env *Env, be timer.Backend, hasUni
 		r.LastReason = st.Last.Reason
 	}
 	r.State = stateWord(st)
+	r.checkTargets(env) // targets.go
 	if st.RetryingSince != nil {
 		r.RetryingSince, r.SlowRetry = st.RetryingSince, fmtDur(slowRetryOf(env, r.ID))
 	}
@@ -302,7 +305,11 @@ func WritePs(w io.Writer, rows []PsRow, asJSON bool, now time.Time) error {
 	}
 	for _, r := range rows {
 		if r.Problem != "" {
-			fmt.Fprintf(w, "%s: %s\n", termtext.Line(r.Dir), r.Problem)
+			problem := r.Problem
+			if r.ReachNobody {
+				problem = red(w, problem)
+			}
+			fmt.Fprintf(w, "%s: %s\n", termtext.Line(r.Dir), problem)
 		}
 	}
 	return nil

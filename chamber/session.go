@@ -385,6 +385,9 @@ func describe(o outcome, m *marker.Result) string {
 func (r *runner) afterSession(ctx context.Context, n int, m *marker.Result, o outcome, validAt time.Time) error {
 	r.reportCLIConfig(ctx, n) // code-bearing CLI configuration the session left (cliconfig.go)
 	r.bookSpend(n, m, o.end)  // ledger.go: before the next wake is chosen
+	if o.reason == EndInterrupted {
+		return r.retryAfterShutdown(ctx, n, m, o) // shutdown.go
+	}
 	if o.failed() {
 		return r.retry(ctx, n, m, o)
 	}
@@ -426,7 +429,7 @@ func (r *runner) timerChamber() timer.Chamber {
 		Env:     r.launchdEnv(),
 		Stdout:  r.store.path(launchdOut),
 		Stderr:  r.store.path(launchdErr),
-		Boot:    r.wakeArgv(),
+		Boot:    r.bootArgv(),       // degraded.go: the installed binary, else the pinned copy
 		Cluster: r.cfg.SbatchArgs(), // [slurm] (config_slurm.go)
 	}
 }

@@ -95,6 +95,9 @@ type State struct {
 	Rotated string      `json:"rotated,omitempty"`
 	Guard   *GuardState `json:"guard,omitempty"` // the guardrails' counts and episodes (guardrails.go)
 	Updated time.Time   `json:"updated"`
+	// Told holds the conditions of the private state the operator was told of, once each
+	// (degraded.go: "env" for a missing environment file), until they end.
+	Told map[string]time.Time `json:"told,omitempty"`
 }
 
 // Why says why a session runs (or the next one will).

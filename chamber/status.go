@@ -33,41 +33,44 @@ type StatusOptions struct {
 // StatusInfo is what `status --json` prints. Its field names are shared with `ps --json` and
 // `history --json` (and the dashboard's API): the same thing has the same name everywhere.
 type StatusInfo struct {
-	Dir           string               `json:"dir"`
-	ID            string               `json:"id"`
-	Plan          string               `json:"plan"`
-	State         string               `json:"state"` // armed, running, paused, retrying, failed, complete, cancelled, missing
-	Phase         Phase                `json:"phase"`
-	Session       int                  `json:"session"`
-	NextWake      *time.Time           `json:"next_wake"`
-	NextRelative  string               `json:"next_wake_relative,omitempty"`
-	NextReason    Why                  `json:"next_wake_reason,omitempty"`
-	Upcoming      []Upcoming           `json:"upcoming"`
-	Paused        *time.Time           `json:"paused"`
-	PausedUntil   *time.Time           `json:"paused_until"`
-	KeptWake      *time.Time           `json:"kept_wake,omitempty"` // while paused: the wake kept for after the pause
-	RetryingSince *time.Time           `json:"retrying_since"`
-	SlowRetry     string               `json:"slow_retry,omitempty"`
-	Command       string               `json:"command"`
-	Task          string               `json:"task"`
-	Retries       int                  `json:"retries"`
-	Last          *Outcome             `json:"last"`
-	Plans         []string             `json:"plans"`
-	Backend       string               `json:"backend"`
-	Timers        []TimerInfo          `json:"timers"`
-	TimerError    string               `json:"timer_error,omitempty"`
-	Watcher       string               `json:"inbox_watcher"` // on, off, paused, missing, stopped, unknown
-	Holder        *HolderInfo          `json:"lock_holder"`
-	Fallbacks     []string             `json:"fallbacks"`
-	LastAlert     *AlertRecord         `json:"last_alert"`
-	Undelivered   int                  `json:"undelivered_alerts"`
-	Todos         []Todo               `json:"todos"`
-	Inbox         int                  `json:"inbox"`
-	Outbox        int                  `json:"outbox"`
-	Sync          []channel.SyncStatus `json:"sync"` // each channel's last sync ([channels])
-	Tail          []string             `json:"tail"`
-	Warnings      []string             `json:"warnings"`
-	Sandbox       string               `json:"sandbox"` // the cage sessions run in: "bubblewrap", "sandbox-exec" or "off" (sandbox.go)
+	Dir           string       `json:"dir"`
+	ID            string       `json:"id"`
+	Plan          string       `json:"plan"`
+	State         string       `json:"state"` // armed, running, paused, retrying, failed, complete, cancelled, missing
+	Phase         Phase        `json:"phase"`
+	Session       int          `json:"session"`
+	NextWake      *time.Time   `json:"next_wake"`
+	NextRelative  string       `json:"next_wake_relative,omitempty"`
+	NextReason    Why          `json:"next_wake_reason,omitempty"`
+	Upcoming      []Upcoming   `json:"upcoming"`
+	Paused        *time.Time   `json:"paused"`
+	PausedUntil   *time.Time   `json:"paused_until"`
+	KeptWake      *time.Time   `json:"kept_wake,omitempty"` // while paused: the wake kept for after the pause
+	RetryingSince *time.Time   `json:"retrying_since"`
+	SlowRetry     string       `json:"slow_retry,omitempty"`
+	Command       string       `json:"command"`
+	Task          string       `json:"task"`
+	Retries       int          `json:"retries"`
+	Last          *Outcome     `json:"last"`
+	Plans         []string     `json:"plans"`
+	Backend       string       `json:"backend"`
+	Timers        []TimerInfo  `json:"timers"`
+	TimerError    string       `json:"timer_error,omitempty"`
+	Watcher       string       `json:"inbox_watcher"` // on, off, paused, missing, stopped, unknown
+	Holder        *HolderInfo  `json:"lock_holder"`
+	Fallbacks     []string     `json:"fallbacks"`
+	LastAlert     *AlertRecord `json:"last_alert"`
+	Undelivered   int          `json:"undelivered_alerts"`
+	// Alert targets whose deliveries keep failing, and whether that is all of them (targets.go).
+	FailingTargets []FailingTarget      `json:"alert_targets_failing"`
+	ReachNobody    bool                 `json:"alerts_reach_nobody"`
+	Todos          []Todo               `json:"todos"`
+	Inbox          int                  `json:"inbox"`
+	Outbox         int                  `json:"outbox"`
+	Sync           []channel.SyncStatus `json:"sync"` // each channel's last sync ([channels])
+	Tail           []string             `json:"tail"`
+	Warnings       []string             `json:"warnings"`
+	Sandbox        string               `json:"sandbox"` // the cage sessions run in: "bubblewrap", "sandbox-exec" or "off" (sandbox.go)
 	// Guardrails: each operator's limit that moved or ended the latest wake chosen, with what
 	// it did (guardrails.go); empty when none holds the schedule back.
 	Guardrails []string `json:"guardrails"`
@@ -157,6 +160,7 @@ func Status(ctx context.Context, env *Env, opts StatusOptions) (*StatusInfo, err
 		s.Warnings = append(s.Warnings, r.sandboxOffWarning())
 	}
 	s.Warnings = append(s.Warnings, r.strays(inboxDir)...)
+	s.Warnings = append(s.Warnings, r.degradedWarnings()...) // degraded.go
 	if st.Phase.Active() {
 		if p, err := r.command(); err == nil {
 			if path, err := lookProgram(r, p); err == nil {
@@ -199,6 +203,8 @@ func Status(ctx context.Context, env *Env, opts StatusOptions) (*StatusInfo, err
 	s.Undelivered = r.undelivered()
 	hb, hbWarn := r.heartbeatStatus()
 	s.Heartbeat, s.Warnings = hb, append(s.Warnings, hbWarn...)
+	s.FailingTargets = r.failingTargets()
+	s.ReachNobody = r.reachNobody(s.FailingTargets)
 	if list, err := channel.LastSync(string(r.store)); err == nil && list != nil {
 		s.Sync = list
 	} else {
@@ -525,6 +531,9 @@ func (s *StatusInfo) WriteText(w io.Writer, loc *time.Location, now time.Time) {
 	}
 	if s.Undelivered > 0 {
 		p("pending", "%d alert(s) not delivered yet; retried by their own timer", s.Undelivered)
+	}
+	if len(s.FailingTargets) > 0 {
+		p("ALERTS", "%s", red(w, termtext.Line(failingText(s.FailingTargets, s.ReachNobody))))
 	}
 	p("messages", "%d waiting in the inbox, %d in the outbox", s.Inbox, s.Outbox)
 	for _, c := range s.Sync {

@@ -26,11 +26,12 @@ const (
 	SecretsFile    = "secrets" // the alert secrets, never given to the agent
 	acceptedConfig = "cryo.toml"
 	pinName        = "pin.json"
-	alertsDir      = "alerts"        // alerts still to deliver, one file each
-	launchdOut     = "launchd.out"   // launchd's StandardOutPath
-	launchdErr     = "launchd.err"   // launchd's StandardErrorPath
-	todoArchive    = "todo-archive"  // done TODOs rotated out of todo.json, one file per year
-	historyName    = "history.jsonl" // one line per finished session
+	acceptedCopy   = "cryo.toml.copy" // a second copy of the accepted cryo.toml (degraded.go)
+	alertsDir      = "alerts"         // alerts still to deliver, one file each
+	launchdOut     = "launchd.out"    // launchd's StandardOutPath
+	launchdErr     = "launchd.err"    // launchd's StandardErrorPath
+	todoArchive    = "todo-archive"   // done TODOs rotated out of todo.json, one file per year
+	historyName    = "history.jsonl"  // one line per finished session
 )
 
 // store is one chamber's private state directory.

@@ -222,7 +222,8 @@ func baseTodoText(t Todo) string {
 
 // addTodos records the TODO markers of session n. IDs are derived from the session and the
 // marker's position, so recording the same session twice adds nothing; a TODO that repeats a
-// pending one (same text, same time: a plan restarted after a cancel) is not added twice.
+// pending one (same text, same time: a plan restarted after a cancel) is not added twice, nor is
+// a relative TODO of the session that restarts a plan whose text a pending TODO has.
 func (r *runner) addTodos(n int, todos []marker.Todo, validAt time.Time) error {
 	if len(todos) == 0 {
 		return nil
@@ -233,13 +234,19 @@ func (r *runner) addTodos(n int, todos []marker.Todo, validAt time.Time) error {
 		have[t.ID] = true
 		if t.Status == "pending" {
 			have[t.Text+"\x00"+t.At.UTC().Format(time.RFC3339)] = true
+			have[t.Text+"\x00carried"] = true
 		}
 	}
+	// The session that starts a plan again (after a cancel, a completion, a refusal) finds the
+	// pending TODOs of the run before it. A relative TODO it prints (+1d) never resolves to the
+	// same time twice, so the exact match above cannot see that it is the one already pending:
+	// the same text is the same TODO, which keeps its time (issue 23, item 4).
+	restart := r.why == WhyStart
 	for k, mt := range todos {
 		id := fmt.Sprintf("s%d-%d", n, k+1)
 		at := mt.Time.Resolve(validAt).UTC()
 		key := mt.Text + "\x00" + ceilSecond(at).Format(time.RFC3339)
-		if have[id] || have[key] {
+		if have[id] || have[key] || restart && mt.Time.Relative() && have[mt.Text+"\x00carried"] {
 			continue
 		}
 		have[key] = true

@@ -30,6 +30,7 @@ func Validate(ctx context.Context, env *Env, opts ValidateOptions, print io.Writ
 		rep.Warnings = append(rep.Warnings, d.String(r.dir))
 	}
 	rep.Warnings = append(rep.Warnings, r.agentLineWarnings(r.agentLine())...) // python -m without -I/-P
+	rep.Warnings = append(rep.Warnings, r.degradedWarnings()...)               // degraded.go
 	if r.fs == nil {
 		rep.Add(validate.StepLog, validate.Fail, "%s", r.chamberMissing())
 		rep.Finish()
@@ -81,6 +82,11 @@ func Validate(ctx context.Context, env *Env, opts ValidateOptions, print io.Writ
 	r.hostChecks(rep)
 	r.sandboxCheck(ctx, rep)
 	r.checkHeartbeatMonitor(ctx, rep)
+	if r.be != nil && r.st.Phase.Active() {
+		// What the timer manager warns of (lingering off: the timers stop at logout), as
+		// status says it (issue 23, item 16).
+		rep.Warnings = append(rep.Warnings, r.be.Warnings(ctx)...)
+	}
 	rep.Finish()
 	return rep, nil
 }

@@ -22,7 +22,7 @@ type WakeOptions struct {
 
 // Wake is what the OS timer runs: it runs the session that is due, or does nothing.
 func Wake(ctx context.Context, env *Env, opts WakeOptions) error {
-	r, done, err := open(ctx, env, opts.Dir, openOptions{command: "wake", wait: true})
+	r, done, err := open(ctx, env, opts.Dir, openOptions{command: "wake", wait: true, degraded: true})
 	if err != nil || done {
 		return err
 	}
@@ -263,6 +263,11 @@ func (r *runner) settleInbox(ctx context.Context) {
 // again on the retry schedule, so a mount that comes up later carries on by itself.
 func (r *runner) chamberGone(ctx context.Context) error {
 	what := r.chamberMissing()
+	if r.st.Phase == PhasePaused {
+		if ok, err := r.pausedGone(ctx); ok { // pausegone.go
+			return err
+		}
+	}
 	if !r.st.Phase.Active() {
 		return &Error{Kind: Usage, Msg: what, Hint: "nothing is armed for it; if it moved: cryochamber start NEW/PATH/plan.md"}
 	}

@@ -97,6 +97,10 @@ type State struct {
 	// the operator was last told that the cap bit.
 	Published  []time.Time `json:"published,omitempty"`
 	CapNoticed time.Time   `json:"cap_noticed,omitempty"`
+	// Failures counts the failed polls in a row; DownTold is set once the operator was told
+	// that the channel is down (down.go), until a poll succeeds again.
+	Failures int  `json:"failures,omitempty"`
+	DownTold bool `json:"down_told,omitempty"`
 }
 
 func newState(name string, now time.Time, lookback time.Duration) *State {

@@ -65,6 +65,10 @@ type Result struct {
 	Waiting  time.Time // the service asked us to wait until then: nothing was asked of it
 	Capped   string    // max_per_day bit in this sync, the first time in 24 hours: what to tell the operator
 	Err      error     // what failed; the rest is retried at the next poll
+	// Down: this poll is the DownAfter-th failed one in a row, and the operator was not told yet;
+	// Back: the first poll that succeeded after they were told (down.go).
+	Down, Back bool
+	Failures   int // failed polls in a row, this one included
 }
 
 // Run syncs every channel of o once. The error is for what stops every channel (the state
@@ -155,6 +159,8 @@ func (s *syncer) one(ctx context.Context, ch Channel) (r Result) {
 			st.LastError = strings.Join(msgs, "; ")
 			r.Err = errors.Join(errs...)
 		}
+		r.Down, r.Back = st.track(len(errs) > 0, !r.Waiting.IsZero()) // down.go
+		r.Failures = st.Failures
 		st.prune(now)
 		if err := st.save(s.dir); err != nil {
 			r.Err = errors.Join(r.Err, fmt.Errorf("record the sync: %w", err))

@@ -350,7 +350,8 @@ func ValidName(name string) bool {
 // regular files with a valid message name and one name count: a symlink, a FIFO, a directory, a
 // hidden or temporary file is not a message, and neither is a file with two names (a message
 // being published, between its link(2) and the removal of its temporary name, or a hard link to
-// a file elsewhere, which Read would refuse).
+// a file elsewhere, which Read would refuse). A message left with two names by a publish killed
+// between the two steps is settled (confined.Dir.Settle) and listed.
 func Names(fs *confined.Dir, dir string) ([]string, error) {
 	ents, err := fs.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -365,7 +366,12 @@ func Names(fs *confined.Dir, dir string) ([]string, error) {
 		if !e.Type().IsRegular() || !ValidName(n) {
 			continue
 		}
-		if fi, err := e.Info(); err != nil || confined.Links(fi) > 1 {
+		if fi, err := e.Info(); err != nil {
+			continue
+		} else if l := confined.Links(fi); l > 1 && (l > 2 || fs.Settle(path.Join(dir, n)) == "") {
+			// Two names, unless the other is the stray temporary name of a publish that was
+			// killed after its link(2), which Settle removes: the message is then read as ever
+			// (left there, it would never be read, and a sync would stop at it).
 			continue
 		}
 		names = append(names, n)

@@ -417,7 +417,10 @@ func serviceUnit(c Chamber, k Kind, argv []string) ([]*unit.UnitOption, error) {
 		unit.NewUnitOption("Unit", "Description", "cryochamber "+string(k)+" for "+c.ID),
 		unit.NewUnitOption("Service", "Type", "oneshot"),
 		unit.NewUnitOption("Service", "ExecStart", exec),
-		unit.NewUnitOption("Service", "EnvironmentFile", env),
+		// "-": a missing file does not stop the unit from starting. Removed by a cleanup, it
+		// would otherwise stop every unit of the chamber, the dead-man's included, without a
+		// word; the wake starts without it and says so (chamber/degraded.go).
+		unit.NewUnitOption("Service", "EnvironmentFile", "-"+env),
 		// cryochamber enforces session_timeout itself and kills the agent's process group;
 		// systemd's default start timeout for a oneshot (90s) would kill every real session.
 		unit.NewUnitOption("Service", "TimeoutStartSec", "infinity"),

@@ -622,8 +622,7 @@ func (b *systemdBackend) timerLoaded(ctx context.Context, name string) (bool, er
 }
 
 // dropBootIfAlone removes the chamber's boot unit once nothing of the chamber is left to start
-// (no service, no inbox watcher). No reload: the manager only reads the boot unit when it
-// starts.
+// (no service, no inbox watcher), then reloads the manager so that it forgets the unit.
 func (b *systemdBackend) dropBootIfAlone(ctx context.Context, id string) error {
 	name := SystemdBootName(id)
 	if !b.exists(name) || b.exists(SystemdPathName(id)) {
@@ -640,7 +639,15 @@ func (b *systemdBackend) dropBootIfAlone(ctx context.Context, id string) error {
 	if err := b.removeUnit(name); err != nil {
 		return err
 	}
-	return atomicfile.SyncDir(b.o.UnitDir)
+	if err := atomicfile.SyncDir(b.o.UnitDir); err != nil {
+		return err
+	}
+	// One reload when the plan ends (off the wake path): without it the manager keeps the boot
+	// unit loaded in memory, and "no units left" would not be true (issue 23, item 5).
+	if err := b.conn.ReloadContext(ctx); err != nil {
+		return fmt.Errorf("reload the user manager: %w", err)
+	}
+	return nil
 }
 
 func (b *systemdBackend) Next(ctx context.Context, id string, k Kind) (time.Time, bool, error) {

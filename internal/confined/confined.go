@@ -38,9 +38,13 @@ type NotRegularError struct {
 	Name  string // relative to the Dir
 	What  string // "a symlink", "a FIFO", ...
 	Links int    // for a regular file with more than one name (a hard link): how many
+	Twin  string // for a hard link: a stray temporary name of ours among its names (twin.go)
 }
 
 func (e *NotRegularError) Error() string {
+	if e.Links > 1 && e.Twin != "" {
+		return fmt.Sprintf("%s is a hard link (one file with %d names, one of them %s, the temporary name of a write that was cut short): refused (remove %s)", e.Name, e.Links, e.Twin, e.Twin)
+	}
 	if e.Links > 1 {
 		return fmt.Sprintf("%s is a hard link (one file with %d names, maybe outside the chamber): refused (remove it)", e.Name, e.Links)
 	}
@@ -103,6 +107,10 @@ func what(m fs.FileMode) string {
 // refuses a name that is not a regular file or that has other names (a hard link), never
 // follows a symlink at the name, and never blocks. A file it creates gets perm.
 func (d *Dir) OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error) {
+	return d.openFile(name, flag, perm, true)
+}
+
+func (d *Dir) openFile(name string, flag int, perm fs.FileMode, settle bool) (*os.File, error) {
 	before, err := d.root.Lstat(name)
 	switch {
 	case err == nil && !before.Mode().IsRegular():
@@ -127,9 +135,13 @@ func (d *Dir) OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error
 	}
 	if n := Links(after); n > 1 {
 		// Nothing cryochamber keeps in a chamber has two names for longer than a publish (a
-		// link(2) then the removal of the temporary name); a lasting one was planted.
+		// link(2) then the removal of the temporary name); a lasting one was planted, or is the
+		// stray temporary name of a publish that was killed (twin.go), which is removed.
 		f.Close()
-		return nil, &NotRegularError{Name: name, What: "a hard link", Links: n}
+		if settle && n == 2 && d.Settle(name) != "" {
+			return d.openFile(name, flag, perm, false)
+		}
+		return nil, &NotRegularError{Name: name, What: "a hard link", Links: n, Twin: d.twinName(name)}
 	}
 	if before != nil && !os.SameFile(before, after) {
 		// The name was replaced between the check and the open (by a symlink, perhaps).

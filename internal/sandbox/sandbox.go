@@ -14,6 +14,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -311,7 +312,14 @@ func Probe(ctx context.Context, tool string) error {
 		"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "true"}
 	cmd := exec.CommandContext(ctx, tool, args...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	out, err := cmd.CombinedOutput()
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	// Started as a session's cage is (Cage.Start), so that what the session gets is tried.
+	err := (&Cage{Mechanism: Bubblewrap, Tool: tool}).Start(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	out := buf.Bytes()
 	if err != nil {
 		msg := strings.TrimSpace(string(out))
 		if len(msg) > 300 {

@@ -166,3 +166,48 @@ true
 		t.Errorf("the scratch directory is not private: the write landed outside")
 	}
 }
+
+// A writable path the session can swap for a symlink (one inside another writable path, or in
+// the chamber) is resolved when the cage is built: a symlink planted by the last session must
+// not make the next one's cage bind cryochamber's state, another chamber or ~/.ssh writable.
+// Check refuses it (the operator hears of it), and the mounts never show it.
+func TestSymlinkedWritable(t *testing.T) {
+	root, p := tree(t)
+	home := filepath.Join(root, "home")
+	cache := filepath.Join(home, ".cache")
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{
+		"state":   filepath.Join(p.Protected[0], "chambers", "x"),
+		"other":   filepath.Join(home, "other"),
+		"ssh":     filepath.Join(home, ".ssh"),
+		"runtime": filepath.Join(root, "run/user/1000"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			link := filepath.Join(cache, name)
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+			q := p
+			q.Writable = append([]string{cache, link}, p.Writable...)
+			if err := q.Check(); err == nil || !strings.Contains(err.Error(), link) {
+				t.Errorf("Check = %v, want the symlinked %s refused", err, link)
+			}
+			args := strings.Join(BwrapArgs(q, []string{"/bin/true"}), " ")
+			if strings.Contains(args, "--bind "+target+" ") {
+				t.Errorf("the cage binds %s writable:\n%s", target, args)
+			}
+			if strings.Contains(SeatbeltProfile(q), "(allow file-read* file-write* (subpath \""+target+"\"))") {
+				t.Errorf("the Seatbelt profile lets %s be written", target)
+			}
+		})
+	}
+	// Named as it is by the operator, a writable path inside a hidden one is shown again (a
+	// hidden ~/.config with a writable ~/.config/tool): that is the operator's own choice.
+	q := p
+	q.Writable = append([]string{filepath.Join(home, "other")}, p.Writable...)
+	if err := q.Check(); err != nil {
+		t.Errorf("a writable path named inside a hidden one refused: %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -105,5 +106,60 @@ func TestSeedCLIState(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(dst, "state_5.sqlite")); err == nil {
 		t.Errorf("the CLI's history was copied into the chamber's copy")
+	}
+}
+
+// The chamber's copy of the CLI state is the session's to write, and seedCLIState runs outside
+// the cage, in `wake`: what a session leaves there (a FIFO, a symlink to one or to a device, a
+// directory under a seeded name) must neither hang the wake nor be read through, and the
+// other files are still seeded.
+func TestSeedCLIStatePlanted(t *testing.T) {
+	dir := t.TempDir()
+	real, dst := filepath.Join(dir, "real"), filepath.Join(dir, "copy")
+	for _, d := range []string{real, dst} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seed := []string{"auth.json", "config.toml", "AGENTS.md", "installation_id"}
+	for _, n := range seed {
+		if err := os.WriteFile(filepath.Join(real, n), []byte("real "+n), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fifo := filepath.Join(dir, "fifo")
+	for _, p := range []string{fifo, filepath.Join(dst, "auth.json")} {
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(fifo, filepath.Join(dst, "config.toml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dst, "AGENTS.md", "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- seedCLIState(real, dst, seed) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		// Unblock the reader so that the test ends.
+		for _, p := range []string{fifo, filepath.Join(dst, "auth.json")} {
+			if f, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				f.Close()
+			}
+		}
+		t.Fatal("seedCLIState hangs on a FIFO the session planted in its copy")
+	}
+	for _, n := range []string{"auth.json", "config.toml", "installation_id"} {
+		fi, err := os.Lstat(filepath.Join(dst, n))
+		if err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("%s in the copy: %v %v, want the real one's file", n, fi, err)
+			continue
+		}
+		if b, _ := os.ReadFile(filepath.Join(dst, n)); string(b) != "real "+n {
+			t.Errorf("%s in the copy: %q", n, b)
+		}
 	}
 }

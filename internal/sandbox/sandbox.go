@@ -346,12 +346,33 @@ func BwrapArgs(p Policy, argv []string) []string {
 }
 
 // Find is the bubblewrap program: the first "bwrap" on the absolute entries of pathList that
-// is not inside exclude (the chamber), else the usual install places.
-func Find(pathList, exclude string) (string, error) {
+// is not inside any of exclude, else the usual install places. bwrap runs outside the cage, so
+// exclude names every directory a session may write (the chamber, the writable paths): a
+// `bwrap` planted there would run unconfined. Both sides are compared as named and resolved.
+func Find(pathList string, exclude ...string) (string, error) {
 	dirs := filepath.SplitList(pathList)
 	dirs = append(dirs, "/usr/bin", "/usr/local/bin", "/bin")
+	var ex []string
+	for _, e := range exclude {
+		if e == "" {
+			continue
+		}
+		ex = append(ex, e)
+		if r, err := filepath.EvalSymlinks(e); err == nil {
+			ex = append(ex, r)
+		}
+	}
+	excluded := func(d string) bool {
+		r, err := filepath.EvalSymlinks(d)
+		for _, e := range ex {
+			if within(e, d) || (err == nil && within(e, r)) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, d := range dirs {
-		if !filepath.IsAbs(d) || (exclude != "" && within(exclude, d)) {
+		if !filepath.IsAbs(d) || excluded(d) {
 			continue
 		}
 		p := filepath.Join(d, "bwrap")
@@ -360,6 +381,15 @@ func Find(pathList, exclude string) (string, error) {
 		}
 	}
 	return "", &Error{Err: errors.New("bubblewrap (bwrap) is not installed"), Hint: BwrapHint}
+}
+
+// writableDirs are the directories a session of p may write, for Find to pass over.
+func (p Policy) writableDirs() []string {
+	out := append([]string{p.Chamber}, p.Writable...)
+	for _, b := range p.Binds {
+		out = append(out, b.Dst, b.Src)
+	}
+	return out
 }
 
 // probeTimeout bounds the trial run of the sandbox tool.

@@ -211,3 +211,32 @@ func TestSymlinkedWritable(t *testing.T) {
 		t.Errorf("a writable path named inside a hidden one refused: %v", err)
 	}
 }
+
+// bwrap itself runs outside the cage: it is never taken from a directory a session may write
+// (the chamber, a [sandbox] writable path such as ~/go or ~/.cargo whose bin is on PATH, a
+// CLI-state copy), where the last session could have planted one that runs unconfined.
+func TestSetupSkipsWritableBwrap(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("bubblewrap is Linux's")
+	}
+	e2e.LookPath(t, "bwrap", "bubblewrap")
+	root := t.TempDir()
+	chamber, gobin := filepath.Join(root, "chamber"), filepath.Join(root, "go", "bin")
+	for _, d := range []string{chamber, gobin} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// A bwrap that runs anything it is given, unconfined.
+		if err := os.WriteFile(filepath.Join(d, "bwrap"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := Policy{Chamber: chamber, Writable: []string{filepath.Join(root, "go")}}
+	c, err := Setup(context.Background(), gobin+":"+chamber+":/usr/bin:/bin", chamber, p)
+	if err != nil {
+		e2e.Skipf(t, "bubblewrap cannot run here: %v", err)
+	}
+	if strings.HasPrefix(c.Tool, root) {
+		t.Fatalf("took %s, which a session may write", c.Tool)
+	}
+}

@@ -199,6 +199,7 @@ func (r *runner) sandboxPolicy(cmd Command, env []string) sandbox.Policy {
 	if r.env.StateDir != "" {
 		p.Protected = append(p.Protected, r.env.StateDir)
 	}
+	p.Protected = append(p.Protected, managerDirs(env, r.env.Environ)...)
 	// A private /tmp: shared ones hold other programs' sockets (tmux, X11, ssh-agent).
 	p.Scratch = []string{"/tmp", "/var/tmp"}
 	if t, ok := lookupEnv(env, "TMPDIR"); ok && filepath.IsAbs(t) && filepath.Clean(t) != "/" && (home == "" || !within(t, home)) {
@@ -217,6 +218,41 @@ func (r *runner) sandboxPolicy(cmd Command, env []string) sandbox.Policy {
 		}
 	}
 	return p
+}
+
+// managerDirs are where the user's service manager reads units and its environment from
+// (systemd: $XDG_CONFIG_HOME/systemd, environment.d, $XDG_DATA_HOME/systemd; launchd:
+// ~/Library/LaunchAgents), for each environment given. They are protected: never writable,
+// whatever [sandbox] writable covers (~/.config), because a drop-in planted there
+// (cryo-*.service.d/x.conf with ExecStartPre=) is loaded by the next wake's daemon-reload and
+// runs outside the cage.
+func managerDirs(envs ...[]string) []string {
+	var out []string
+	for _, e := range envs {
+		home, _ := lookupEnv(e, "HOME")
+		if !filepath.IsAbs(home) {
+			home = ""
+		}
+		xdg := func(v, def string) string {
+			if x, ok := lookupEnv(e, v); ok && filepath.IsAbs(x) {
+				return x
+			}
+			if home == "" {
+				return ""
+			}
+			return filepath.Join(home, def)
+		}
+		if c := xdg("XDG_CONFIG_HOME", ".config"); c != "" {
+			out = append(out, filepath.Join(c, "systemd"), filepath.Join(c, "environment.d"))
+		}
+		if d := xdg("XDG_DATA_HOME", ".local/share"); d != "" {
+			out = append(out, filepath.Join(d, "systemd"))
+		}
+		if home != "" {
+			out = append(out, filepath.Join(home, "Library", "LaunchAgents"))
+		}
+	}
+	return out
 }
 
 // within reports whether p is dir or lies under it.

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cryochamber/cryochamber/internal/sandbox"
 )
 
 func TestSandboxConfig(t *testing.T) {
@@ -161,5 +163,37 @@ func TestSeedCLIStatePlanted(t *testing.T) {
 		if b, _ := os.ReadFile(filepath.Join(dst, n)); string(b) != "real "+n {
 			t.Errorf("%s in the copy: %q", n, b)
 		}
+	}
+}
+
+// The user manager's unit and environment directories stay out of a session's reach even when
+// [sandbox] writable covers ~/.config: a drop-in planted there (cryo-*.service.d/x.conf with
+// ExecStartPre=) would be loaded by the daemon-reload of the next wake and run unconfined.
+func TestSandboxPolicyUnitDirs(t *testing.T) {
+	base := t.TempDir()
+	home, cfgHome := filepath.Join(base, "home"), filepath.Join(base, "cfg")
+	units := []string{filepath.Join(home, ".config/systemd"), filepath.Join(cfgHome, "systemd"),
+		filepath.Join(home, ".config/environment.d"), filepath.Join(home, ".local/share/systemd")}
+	for _, d := range append(units, filepath.Join(home, ".config/app")) {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := testRunner(t, "agent = \"./agent.sh\"\n[sandbox]\nwritable = [\"~/.config\", \""+cfgHome+"\"]\n", time.Now())
+	r.env.Environ = append(r.env.Environ, "HOME="+home, "XDG_CONFIG_HOME="+cfgHome)
+	env := []string{"HOME=" + home, "PATH=/usr/bin:/bin"}
+	p := r.sandboxPolicy(Command{Words: []string{"./agent.sh"}}, env)
+	if err := p.Check(); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	args := strings.Join(sandbox.BwrapArgs(p, []string{"/bin/true"}), "\n")
+	for _, u := range units {
+		if !strings.Contains(args, "--tmpfs\n"+u+"\n") {
+			t.Errorf("%s is not hidden in the cage:\n%s", u, args)
+		}
+	}
+	r.cfg.Sandbox.Writable = []string{"~/.config/systemd/user"}
+	if err := r.sandboxPolicy(Command{Words: []string{"./agent.sh"}}, env).Check(); err == nil {
+		t.Errorf("a writable unit directory accepted")
 	}
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cryochamber/cryochamber/internal/e2e"
 )
@@ -238,5 +241,72 @@ func TestSetupSkipsWritableBwrap(t *testing.T) {
 	}
 	if strings.HasPrefix(c.Tool, root) {
 		t.Fatalf("took %s, which a session may write", c.Tool)
+	}
+}
+
+// TestMain doubles as the `wake` TestStartOutlivesItsThread kills: with $CRYO_TEST_CAGE_SLEEP
+// set, the test binary starts a cage running `sleep` with that argument through Cage.Start
+// (from a thread other than the main one, which it keeps), and is killed by its own SIGKILL.
+func TestMain(m *testing.M) {
+	if arg := os.Getenv("CRYO_TEST_CAGE_SLEEP"); arg != "" {
+		runtime.LockOSThread()
+		c := &Cage{Mechanism: Bubblewrap, Tool: os.Getenv("CRYO_TEST_BWRAP"), Policy: Policy{Chamber: os.TempDir()}}
+		path, argv := c.Wrap([]string{"/bin/sleep", arg})
+		cmd := exec.Command(path, argv[1:]...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := c.Start(cmd); err != nil {
+			os.Exit(3)
+		}
+		time.Sleep(500 * time.Millisecond)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+	os.Exit(m.Run())
+}
+
+// sleeping reports whether a process runs `sleep arg`.
+func sleeping(arg string) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && string(b) == "/bin/sleep\x00"+arg+"\x00" {
+			return true
+		}
+	}
+	return false
+}
+
+// Cage.Start enters the Landlock domain on a thread that ends once bubblewrap is started:
+// bubblewrap's --die-with-parent must not take that thread's end for its parent's (the cage
+// runs on), and the cage still ends with the process that started it: a `wake` killed by
+// SIGKILL leaves no session running. (TestExecCageKillsAll covers the timeout.)
+func TestStartOutlivesItsThread(t *testing.T) {
+	tool := e2e.LookPath(t, "bwrap", "bubblewrap")
+	if err := Probe(context.Background(), tool); err != nil {
+		e2e.Skipf(t, "bubblewrap cannot run here: %v", err)
+	}
+	c := &Cage{Mechanism: Bubblewrap, Tool: tool, Policy: Policy{Chamber: t.TempDir()}}
+	path, argv := c.Wrap([]string{"/bin/sh", "-c", "sleep 1; echo done"})
+	cmd := exec.Command(path, argv[1:]...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := c.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil || out.String() != "done\n" {
+		t.Fatalf("the cage: %v, %q", err, out.String())
+	}
+
+	arg := fmt.Sprintf("%d.5", 4000+os.Getpid()%1000)
+	wake := exec.Command(os.Args[0])
+	wake.Env = append(os.Environ(), "CRYO_TEST_CAGE_SLEEP="+arg, "CRYO_TEST_BWRAP="+tool)
+	if err := wake.Run(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("the helper wake: %v, want it killed", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for sleeping(arg) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if sleeping(arg) {
+		t.Fatalf("the cage's `sleep %s` outlived the wake that started it", arg)
 	}
 }

@@ -18,7 +18,11 @@ import (
 // mounts. On an older kernel the cage starts without it (docs/RELIABILITY.md).
 //
 // The domain is entered by one locked OS thread that starts cmd and is then discarded (its
-// goroutine ends without unlocking it): cryochamber itself stays unrestricted.
+// goroutine ends without unlocking it): cryochamber itself stays unrestricted. That thread
+// lives until bubblewrap has exited: the kernel sends the parent-death signal of
+// --die-with-parent when the *thread* that forked a process ends, and a bubblewrap killed
+// early (before its child set its own) leaves the cage running, out of reach of the
+// process-group kill (TestExecCageKillsAll, TestStartOutlivesItsThread).
 func (c *Cage) Start(cmd *exec.Cmd) error {
 	if c == nil || c.Mechanism != Bubblewrap || !scopeAbstract() {
 		return cmd.Start()
@@ -30,7 +34,20 @@ func (c *Cage) Start(cmd *exec.Cmd) error {
 			done <- &Error{Err: err, Hint: BwrapHint}
 			return
 		}
-		done <- cmd.Start()
+		if err := cmd.Start(); err != nil {
+			done <- err
+			return
+		}
+		pid := cmd.Process.Pid
+		done <- nil
+		// Until it exits; WNOWAIT leaves it for cmd.Wait to reap.
+		var info unix.Siginfo
+		for {
+			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if err != unix.EINTR {
+				return
+			}
+		}
 	}()
 	return <-done
 }

@@ -190,6 +190,7 @@ func (r *runner) sandboxPolicy(cmd Command, env []string) sandbox.Policy {
 		}
 	}
 	p.Hide = append(p.Hide, "/run/user", "/run/dbus", "/var/run/dbus", "/run/systemd/private", "/var/run/systemd/private")
+	p.Hide = append(p.Hide, rootDaemonSockets...)
 	// Other chambers this user started.
 	for _, d := range readRegistry(r.env.Registry) {
 		if d != r.dir && filepath.IsAbs(d) {
@@ -254,6 +255,13 @@ func managerDirs(envs ...[]string) []string {
 	}
 	return out
 }
+
+// rootDaemonSockets are the sockets of daemons that act as root for the members of a group
+// the user is often in (docker, libvirt, lxd, incus; podman's system service): through one, a
+// session could start a container that mounts / and writes anywhere, outside any cage.
+var rootDaemonSockets = []string{"/run/docker.sock", "/var/run/docker.sock", "/run/containerd", "/var/run/containerd",
+	"/run/libvirt", "/var/run/libvirt", "/run/podman", "/var/run/podman",
+	"/var/snap/lxd/common/lxd/unix.socket", "/var/lib/lxd/unix.socket", "/var/lib/incus/unix.socket"}
 
 // within reports whether p is dir or lies under it.
 func within(dir, p string) bool {

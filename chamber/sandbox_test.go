@@ -197,3 +197,17 @@ func TestSandboxPolicyUnitDirs(t *testing.T) {
 		t.Errorf("a writable unit directory accepted")
 	}
 }
+
+// The sockets of daemons that act as root for a group the user is often in (docker, libvirt,
+// lxd, incus, podman's system service) are hidden: `docker run -v /:/host` through
+// /run/docker.sock writes anywhere, outside any cage.
+func TestSandboxPolicyHidesRootDaemons(t *testing.T) {
+	r := testRunner(t, "agent = \"./agent.sh\"\n", time.Now())
+	p := r.sandboxPolicy(Command{Words: []string{"./agent.sh"}}, []string{"HOME=/home/u", "PATH=/usr/bin:/bin"})
+	for _, s := range []string{"/run/docker.sock", "/var/run/docker.sock", "/run/containerd", "/run/libvirt", "/var/run/libvirt",
+		"/run/podman", "/var/snap/lxd/common/lxd/unix.socket", "/var/lib/lxd/unix.socket", "/var/lib/incus/unix.socket"} {
+		if !slices.Contains(p.Hide, s) {
+			t.Errorf("%s is not hidden", s)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -260,7 +261,46 @@ func TestMain(m *testing.M) {
 		time.Sleep(500 * time.Millisecond)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	}
+	if p := os.Getenv("CRYO_TEST_CONNECT"); p != "" {
+		if c, err := net.Dial("unix", p); err == nil {
+			c.Close()
+			fmt.Println("reached")
+		} else {
+			fmt.Println("refused")
+		}
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
+}
+
+// A hidden socket (a daemon's that acts as root, /run/docker.sock) takes no connection from
+// the cage: /dev/null is mounted on it.
+func TestBwrapHidesSocket(t *testing.T) {
+	tool := e2e.LookPath(t, "bwrap", "bubblewrap")
+	if err := Probe(context.Background(), tool); err != nil {
+		e2e.Skipf(t, "bubblewrap cannot run here: %v", err)
+	}
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "docker.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, hide := range []bool{false, true} {
+		p := Policy{Chamber: filepath.Join(dir)}
+		if hide {
+			p.Hide = []string{sock}
+		}
+		path, argv := (&Cage{Mechanism: Bubblewrap, Tool: tool, Policy: p}).Wrap([]string{os.Args[0]})
+		cmd := exec.Command(path, argv[1:]...)
+		cmd.Env = []string{"CRYO_TEST_CONNECT=" + sock}
+		out, err := cmd.CombinedOutput()
+		want := map[bool]string{false: "reached", true: "refused"}[hide]
+		if err != nil || strings.TrimSpace(string(out)) != want {
+			t.Errorf("hidden %v: %v %q, want %s", hide, err, out, want)
+		}
+	}
 }
 
 // sleeping reports whether a process runs `sleep arg`.

@@ -140,7 +140,9 @@ func Exec(ctx context.Context, r Run) Result {
 	}
 
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	// The cage starts it (a nil Cage: cmd.Start): on Linux in a Landlock domain that keeps it
+	// from the abstract unix sockets of the shared network (internal/sandbox).
+	if err := r.Cage.Start(cmd); err != nil {
 		res.Err = startError(prog, err)
 		return res
 	}

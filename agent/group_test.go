@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 		})
 		os.Exit(0)
 	}
+	if name := os.Getenv("CRYO_TEST_ABSTRACT_CONNECT"); name != "" {
+		os.Exit(abstractConnect(name))
+	}
 	os.Exit(m.Run())
 }
 

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
+	"github.com/cryochamber/cryochamber/internal/confined"
 	"github.com/cryochamber/cryochamber/internal/sandbox"
 	"github.com/cryochamber/cryochamber/validate"
 )
@@ -187,6 +190,7 @@ func (r *runner) sandboxPolicy(cmd Command, env []string) sandbox.Policy {
 		}
 	}
 	p.Hide = append(p.Hide, "/run/user", "/run/dbus", "/var/run/dbus", "/run/systemd/private", "/var/run/systemd/private")
+	p.Hide = append(p.Hide, rootDaemonSockets...)
 	// Other chambers this user started.
 	for _, d := range readRegistry(r.env.Registry) {
 		if d != r.dir && filepath.IsAbs(d) {
@@ -196,6 +200,7 @@ func (r *runner) sandboxPolicy(cmd Command, env []string) sandbox.Policy {
 	if r.env.StateDir != "" {
 		p.Protected = append(p.Protected, r.env.StateDir)
 	}
+	p.Protected = append(p.Protected, managerDirs(env, r.env.Environ)...)
 	// A private /tmp: shared ones hold other programs' sockets (tmux, X11, ssh-agent).
 	p.Scratch = []string{"/tmp", "/var/tmp"}
 	if t, ok := lookupEnv(env, "TMPDIR"); ok && filepath.IsAbs(t) && filepath.Clean(t) != "/" && (home == "" || !within(t, home)) {
@@ -215,6 +220,48 @@ func (r *runner) sandboxPolicy(cmd Command, env []string) sandbox.Policy {
 	}
 	return p
 }
+
+// managerDirs are where the user's service manager reads units and its environment from
+// (systemd: $XDG_CONFIG_HOME/systemd, environment.d, $XDG_DATA_HOME/systemd; launchd:
+// ~/Library/LaunchAgents), for each environment given. They are protected: never writable,
+// whatever [sandbox] writable covers (~/.config), because a drop-in planted there
+// (cryo-*.service.d/x.conf with ExecStartPre=) is loaded by the next wake's daemon-reload and
+// runs outside the cage.
+func managerDirs(envs ...[]string) []string {
+	var out []string
+	for _, e := range envs {
+		home, _ := lookupEnv(e, "HOME")
+		if !filepath.IsAbs(home) {
+			home = ""
+		}
+		xdg := func(v, def string) string {
+			if x, ok := lookupEnv(e, v); ok && filepath.IsAbs(x) {
+				return x
+			}
+			if home == "" {
+				return ""
+			}
+			return filepath.Join(home, def)
+		}
+		if c := xdg("XDG_CONFIG_HOME", ".config"); c != "" {
+			out = append(out, filepath.Join(c, "systemd"), filepath.Join(c, "environment.d"))
+		}
+		if d := xdg("XDG_DATA_HOME", ".local/share"); d != "" {
+			out = append(out, filepath.Join(d, "systemd"))
+		}
+		if home != "" {
+			out = append(out, filepath.Join(home, "Library", "LaunchAgents"))
+		}
+	}
+	return out
+}
+
+// rootDaemonSockets are the sockets of daemons that act as root for the members of a group
+// the user is often in (docker, libvirt, lxd, incus; podman's system service): through one, a
+// session could start a container that mounts / and writes anywhere, outside any cage.
+var rootDaemonSockets = []string{"/run/docker.sock", "/var/run/docker.sock", "/run/containerd", "/var/run/containerd",
+	"/run/libvirt", "/var/run/libvirt", "/run/podman", "/var/run/podman",
+	"/var/snap/lxd/common/lxd/unix.socket", "/var/lib/lxd/unix.socket", "/var/lib/incus/unix.socket"}
 
 // within reports whether p is dir or lies under it.
 func within(dir, p string) bool {
@@ -269,6 +316,11 @@ func (r *runner) cliBinds(cmd Command, env []string, prepare bool) []sandbox.Bin
 // seedCLIState makes the chamber's copy dst of the CLI state directory real: both exist (the
 // real one as the mount point; the CLI creates it on its first run anyway), and dst holds the
 // real one's files named in seed, as they are now.
+//
+// dst is the sessions' to write, and this runs outside the cage: every name in it is opened
+// through the confined opener (internal/confined), so that what a session left there (a
+// symlink, a FIFO, a device, a hard link) is replaced, never read or written through, and a
+// directory under a seeded name is removed.
 func seedCLIState(real, dst string, seed []string) error {
 	if err := os.MkdirAll(real, 0o700); err != nil {
 		return err
@@ -276,33 +328,52 @@ func seedCLIState(real, dst string, seed []string) error {
 	if err := os.MkdirAll(dst, 0o700); err != nil {
 		return err
 	}
+	d, err := confined.Open(dst)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	var first error
 	for _, name := range seed {
 		fi, err := os.Lstat(filepath.Join(real, name))
 		if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxSeedFile {
 			// Gone from the real one (a logout): gone from the copy.
 			if errors.Is(err, os.ErrNotExist) {
-				_ = os.Remove(filepath.Join(dst, name))
+				_ = os.RemoveAll(filepath.Join(dst, name))
 			}
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(real, name))
+		data, err := readRegular(filepath.Join(real, name), maxSeedFile)
 		if err != nil {
 			continue
 		}
-		if old, err := os.ReadFile(filepath.Join(dst, name)); err == nil && string(old) == string(data) {
+		if old, err := d.ReadFile(name, maxSeedFile); err == nil && string(old) == string(data) {
 			continue
 		}
-		// Replaced, never written through: the session may have left a symlink there.
-		tmp := filepath.Join(dst, "."+name+".cryo-tmp")
-		_ = os.Remove(tmp)
-		if err := os.WriteFile(tmp, data, 0o600); err != nil {
-			return err
+		// Replaced, never written through. A directory in the way goes (RemoveAll follows no
+		// symlink); anything else is renamed over.
+		if fi, err := d.Lstat(name); err == nil && fi.IsDir() {
+			_ = os.RemoveAll(filepath.Join(dst, name))
 		}
-		if err := os.Rename(tmp, filepath.Join(dst, name)); err != nil {
-			return err
+		if err := d.WriteView(name, data, 0o600); err != nil && first == nil {
+			first = err
 		}
 	}
-	return nil
+	return first
+}
+
+// readRegular reads the regular file p, at most limit bytes, never blocking on a FIFO or
+// following a symlink at its last name.
+func readRegular(p string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", p)
+	}
+	return io.ReadAll(io.LimitReader(f, limit))
 }
 
 // sessionCage is the sandbox session commands run in: nil when [sandbox] mode is "off". It

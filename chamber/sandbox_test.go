@@ -5,8 +5,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cryochamber/cryochamber/internal/sandbox"
 )
 
 func TestSandboxConfig(t *testing.T) {
@@ -105,5 +108,106 @@ func TestSeedCLIState(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(dst, "state_5.sqlite")); err == nil {
 		t.Errorf("the CLI's history was copied into the chamber's copy")
+	}
+}
+
+// The chamber's copy of the CLI state is the session's to write, and seedCLIState runs outside
+// the cage, in `wake`: what a session leaves there (a FIFO, a symlink to one or to a device, a
+// directory under a seeded name) must neither hang the wake nor be read through, and the
+// other files are still seeded.
+func TestSeedCLIStatePlanted(t *testing.T) {
+	dir := t.TempDir()
+	real, dst := filepath.Join(dir, "real"), filepath.Join(dir, "copy")
+	for _, d := range []string{real, dst} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seed := []string{"auth.json", "config.toml", "AGENTS.md", "installation_id"}
+	for _, n := range seed {
+		if err := os.WriteFile(filepath.Join(real, n), []byte("real "+n), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fifo := filepath.Join(dir, "fifo")
+	for _, p := range []string{fifo, filepath.Join(dst, "auth.json")} {
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(fifo, filepath.Join(dst, "config.toml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dst, "AGENTS.md", "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- seedCLIState(real, dst, seed) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		// Unblock the reader so that the test ends.
+		for _, p := range []string{fifo, filepath.Join(dst, "auth.json")} {
+			if f, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				f.Close()
+			}
+		}
+		t.Fatal("seedCLIState hangs on a FIFO the session planted in its copy")
+	}
+	for _, n := range []string{"auth.json", "config.toml", "installation_id"} {
+		fi, err := os.Lstat(filepath.Join(dst, n))
+		if err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("%s in the copy: %v %v, want the real one's file", n, fi, err)
+			continue
+		}
+		if b, _ := os.ReadFile(filepath.Join(dst, n)); string(b) != "real "+n {
+			t.Errorf("%s in the copy: %q", n, b)
+		}
+	}
+}
+
+// The user manager's unit and environment directories stay out of a session's reach even when
+// [sandbox] writable covers ~/.config: a drop-in planted there (cryo-*.service.d/x.conf with
+// ExecStartPre=) would be loaded by the daemon-reload of the next wake and run unconfined.
+func TestSandboxPolicyUnitDirs(t *testing.T) {
+	base := t.TempDir()
+	home, cfgHome := filepath.Join(base, "home"), filepath.Join(base, "cfg")
+	units := []string{filepath.Join(home, ".config/systemd"), filepath.Join(cfgHome, "systemd"),
+		filepath.Join(home, ".config/environment.d"), filepath.Join(home, ".local/share/systemd")}
+	for _, d := range append(units, filepath.Join(home, ".config/app")) {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := testRunner(t, "agent = \"./agent.sh\"\n[sandbox]\nwritable = [\"~/.config\", \""+cfgHome+"\"]\n", time.Now())
+	r.env.Environ = append(r.env.Environ, "HOME="+home, "XDG_CONFIG_HOME="+cfgHome)
+	env := []string{"HOME=" + home, "PATH=/usr/bin:/bin"}
+	p := r.sandboxPolicy(Command{Words: []string{"./agent.sh"}}, env)
+	if err := p.Check(); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	args := strings.Join(sandbox.BwrapArgs(p, []string{"/bin/true"}), "\n")
+	for _, u := range units {
+		if !strings.Contains(args, "--tmpfs\n"+u+"\n") {
+			t.Errorf("%s is not hidden in the cage:\n%s", u, args)
+		}
+	}
+	r.cfg.Sandbox.Writable = []string{"~/.config/systemd/user"}
+	if err := r.sandboxPolicy(Command{Words: []string{"./agent.sh"}}, env).Check(); err == nil {
+		t.Errorf("a writable unit directory accepted")
+	}
+}
+
+// The sockets of daemons that act as root for a group the user is often in (docker, libvirt,
+// lxd, incus, podman's system service) are hidden: `docker run -v /:/host` through
+// /run/docker.sock writes anywhere, outside any cage.
+func TestSandboxPolicyHidesRootDaemons(t *testing.T) {
+	r := testRunner(t, "agent = \"./agent.sh\"\n", time.Now())
+	p := r.sandboxPolicy(Command{Words: []string{"./agent.sh"}}, []string{"HOME=/home/u", "PATH=/usr/bin:/bin"})
+	for _, s := range []string{"/run/docker.sock", "/var/run/docker.sock", "/run/containerd", "/run/libvirt", "/var/run/libvirt",
+		"/run/podman", "/var/snap/lxd/common/lxd/unix.socket", "/var/lib/lxd/unix.socket", "/var/lib/incus/unix.socket"} {
+		if !slices.Contains(p.Hide, s) {
+			t.Errorf("%s is not hidden", s)
+		}
 	}
 }

@@ -14,6 +14,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -108,6 +109,9 @@ func (p Policy) Check() error {
 			}
 		}
 	}
+	if w, h, ok := p.ledInto(); ok {
+		return fmt.Errorf("%s leads through a symlink into %s, which sessions must never see (a session may have planted it: remove it)", w, h)
+	}
 	for _, l := range [][]string{all, p.Hide, p.Protected, p.Scratch, p.Visible} {
 		for _, h := range l {
 			if !filepath.IsAbs(h) {
@@ -119,6 +123,56 @@ func (p Policy) Check() error {
 		}
 	}
 	return nil
+}
+
+// hiddenPaths are the Hide and Protected paths as named and as resolved, and whether each is
+// Protected.
+func (p Policy) hiddenPaths() (raw, res []string, prot []bool) {
+	for i, l := range [][]string{p.Hide, p.Protected} {
+		for _, h := range l {
+			r, _, ok := resolve(h)
+			if !ok {
+				continue
+			}
+			raw, res, prot = append(raw, filepath.Clean(h)), append(res, r), append(prot, i == 1)
+		}
+	}
+	return raw, res, prot
+}
+
+// ledInto finds a writable path (the chamber, Writable, a Bind's Dst) that a symlink leads into
+// a hidden one: mount(2) follows symlinks, and a session can swap a path it may write (one
+// inside another writable path, or in the chamber) for a link to cryochamber's state,
+// another chamber or ~/.ssh, which the next session's cage would then bind writable. A path
+// the operator named inside a hidden one (a writable ~/.config/tool under a hidden
+// ~/.config) is shown again on purpose; inside a Protected one, never.
+func (p Policy) ledInto() (string, string, bool) {
+	raw, res, prot := p.hiddenPaths()
+	all := append([]string{p.Chamber}, p.Writable...)
+	for _, b := range p.Binds {
+		all = append(all, b.Dst)
+	}
+	for _, w := range all {
+		r, _, ok := resolve(w)
+		if !ok {
+			continue
+		}
+		if h, ok := ledIn(w, r, raw, res, prot); ok {
+			return w, h, true
+		}
+	}
+	return "", "", false
+}
+
+// ledIn is the hidden path (of hiddenPaths) that w, resolved to r, lies in only through a
+// symlink, or in a Protected one at all.
+func ledIn(w, r string, raw, res []string, prot []bool) (string, bool) {
+	for i := range res {
+		if within(res[i], r) && (prot[i] || !(within(raw[i], w) || within(res[i], w))) {
+			return res[i], true
+		}
+	}
+	return "", false
 }
 
 // within reports whether p is dir or lies under it.
@@ -190,13 +244,22 @@ func (p Policy) mounts() []mount {
 			ms = append(ms, mount{kind: k, path: r, dir: fi.IsDir()})
 		}
 	}
+	// A writable path a symlink leads into a hidden one is never mounted (Check refuses it).
+	hraw, hres, hprot := p.hiddenPaths()
+	led := func(w, r string) bool { _, ok := ledIn(w, r, hraw, hres, hprot); return ok }
 	add(kScratch, p.Scratch, true)
 	add(kVisible, p.Visible, false)
-	add(kWritable, append([]string{p.Chamber}, p.Writable...), false)
+	var writable []string
+	for _, w := range append([]string{p.Chamber}, p.Writable...) {
+		if r, _, ok := resolve(w); ok && !led(w, r) {
+			writable = append(writable, w)
+		}
+	}
+	add(kWritable, writable, false)
 	for _, b := range p.Binds {
 		r, fi, ok := resolve(b.Dst)
 		src, sfi, sok := resolve(b.Src)
-		if !ok || !sok || !fi.IsDir() || !sfi.IsDir() {
+		if !ok || !sok || !fi.IsDir() || !sfi.IsDir() || led(b.Dst, r) {
 			continue
 		}
 		k := kBind
@@ -283,12 +346,33 @@ func BwrapArgs(p Policy, argv []string) []string {
 }
 
 // Find is the bubblewrap program: the first "bwrap" on the absolute entries of pathList that
-// is not inside exclude (the chamber), else the usual install places.
-func Find(pathList, exclude string) (string, error) {
+// is not inside any of exclude, else the usual install places. bwrap runs outside the cage, so
+// exclude names every directory a session may write (the chamber, the writable paths): a
+// `bwrap` planted there would run unconfined. Both sides are compared as named and resolved.
+func Find(pathList string, exclude ...string) (string, error) {
 	dirs := filepath.SplitList(pathList)
 	dirs = append(dirs, "/usr/bin", "/usr/local/bin", "/bin")
+	var ex []string
+	for _, e := range exclude {
+		if e == "" {
+			continue
+		}
+		ex = append(ex, e)
+		if r, err := filepath.EvalSymlinks(e); err == nil {
+			ex = append(ex, r)
+		}
+	}
+	excluded := func(d string) bool {
+		r, err := filepath.EvalSymlinks(d)
+		for _, e := range ex {
+			if within(e, d) || (err == nil && within(e, r)) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, d := range dirs {
-		if !filepath.IsAbs(d) || (exclude != "" && within(exclude, d)) {
+		if !filepath.IsAbs(d) || excluded(d) {
 			continue
 		}
 		p := filepath.Join(d, "bwrap")
@@ -297,6 +381,15 @@ func Find(pathList, exclude string) (string, error) {
 		}
 	}
 	return "", &Error{Err: errors.New("bubblewrap (bwrap) is not installed"), Hint: BwrapHint}
+}
+
+// writableDirs are the directories a session of p may write, for Find to pass over.
+func (p Policy) writableDirs() []string {
+	out := append([]string{p.Chamber}, p.Writable...)
+	for _, b := range p.Binds {
+		out = append(out, b.Dst, b.Src)
+	}
+	return out
 }
 
 // probeTimeout bounds the trial run of the sandbox tool.
@@ -311,7 +404,14 @@ func Probe(ctx context.Context, tool string) error {
 		"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "true"}
 	cmd := exec.CommandContext(ctx, tool, args...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	out, err := cmd.CombinedOutput()
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	// Started as a session's cage is (Cage.Start), so that what the session gets is tried.
+	err := (&Cage{Mechanism: Bubblewrap, Tool: tool}).Start(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	out := buf.Bytes()
 	if err != nil {
 		msg := strings.TrimSpace(string(out))
 		if len(msg) > 300 {

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cryochamber/cryochamber/internal/e2e"
 )
@@ -164,5 +168,185 @@ true
 	}
 	if _, err := os.Stat(filepath.Join(root, "tmp", "ok")); err == nil {
 		t.Errorf("the scratch directory is not private: the write landed outside")
+	}
+}
+
+// A writable path the session can swap for a symlink (one inside another writable path, or in
+// the chamber) is resolved when the cage is built: a symlink planted by the last session must
+// not make the next one's cage bind cryochamber's state, another chamber or ~/.ssh writable.
+// Check refuses it (the operator hears of it), and the mounts never show it.
+func TestSymlinkedWritable(t *testing.T) {
+	root, p := tree(t)
+	home := filepath.Join(root, "home")
+	cache := filepath.Join(home, ".cache")
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{
+		"state":   filepath.Join(p.Protected[0], "chambers", "x"),
+		"other":   filepath.Join(home, "other"),
+		"ssh":     filepath.Join(home, ".ssh"),
+		"runtime": filepath.Join(root, "run/user/1000"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			link := filepath.Join(cache, name)
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+			q := p
+			q.Writable = append([]string{cache, link}, p.Writable...)
+			if err := q.Check(); err == nil || !strings.Contains(err.Error(), link) {
+				t.Errorf("Check = %v, want the symlinked %s refused", err, link)
+			}
+			args := strings.Join(BwrapArgs(q, []string{"/bin/true"}), " ")
+			if strings.Contains(args, "--bind "+target+" ") {
+				t.Errorf("the cage binds %s writable:\n%s", target, args)
+			}
+			if strings.Contains(SeatbeltProfile(q), "(allow file-read* file-write* (subpath \""+target+"\"))") {
+				t.Errorf("the Seatbelt profile lets %s be written", target)
+			}
+		})
+	}
+	// Named as it is by the operator, a writable path inside a hidden one is shown again (a
+	// hidden ~/.config with a writable ~/.config/tool): that is the operator's own choice.
+	q := p
+	q.Writable = append([]string{filepath.Join(home, "other")}, p.Writable...)
+	if err := q.Check(); err != nil {
+		t.Errorf("a writable path named inside a hidden one refused: %v", err)
+	}
+}
+
+// bwrap itself runs outside the cage: it is never taken from a directory a session may write
+// (the chamber, a [sandbox] writable path such as ~/go or ~/.cargo whose bin is on PATH, a
+// CLI-state copy), where the last session could have planted one that runs unconfined.
+func TestSetupSkipsWritableBwrap(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("bubblewrap is Linux's")
+	}
+	e2e.LookPath(t, "bwrap", "bubblewrap")
+	root := t.TempDir()
+	chamber, gobin := filepath.Join(root, "chamber"), filepath.Join(root, "go", "bin")
+	for _, d := range []string{chamber, gobin} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// A bwrap that runs anything it is given, unconfined.
+		if err := os.WriteFile(filepath.Join(d, "bwrap"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := Policy{Chamber: chamber, Writable: []string{filepath.Join(root, "go")}}
+	c, err := Setup(context.Background(), gobin+":"+chamber+":/usr/bin:/bin", chamber, p)
+	if err != nil {
+		e2e.Skipf(t, "bubblewrap cannot run here: %v", err)
+	}
+	if strings.HasPrefix(c.Tool, root) {
+		t.Fatalf("took %s, which a session may write", c.Tool)
+	}
+}
+
+// TestMain doubles as the `wake` TestStartOutlivesItsThread kills: with $CRYO_TEST_CAGE_SLEEP
+// set, the test binary starts a cage running `sleep` with that argument through Cage.Start
+// (from a thread other than the main one, which it keeps), and is killed by its own SIGKILL.
+func TestMain(m *testing.M) {
+	if arg := os.Getenv("CRYO_TEST_CAGE_SLEEP"); arg != "" {
+		runtime.LockOSThread()
+		c := &Cage{Mechanism: Bubblewrap, Tool: os.Getenv("CRYO_TEST_BWRAP"), Policy: Policy{Chamber: os.TempDir()}}
+		path, argv := c.Wrap([]string{"/bin/sleep", arg})
+		cmd := exec.Command(path, argv[1:]...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := c.Start(cmd); err != nil {
+			os.Exit(3)
+		}
+		time.Sleep(500 * time.Millisecond)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+	if p := os.Getenv("CRYO_TEST_CONNECT"); p != "" {
+		if c, err := net.Dial("unix", p); err == nil {
+			c.Close()
+			fmt.Println("reached")
+		} else {
+			fmt.Println("refused")
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// A hidden socket (a daemon's that acts as root, /run/docker.sock) takes no connection from
+// the cage: /dev/null is mounted on it.
+func TestBwrapHidesSocket(t *testing.T) {
+	tool := e2e.LookPath(t, "bwrap", "bubblewrap")
+	if err := Probe(context.Background(), tool); err != nil {
+		e2e.Skipf(t, "bubblewrap cannot run here: %v", err)
+	}
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "docker.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, hide := range []bool{false, true} {
+		p := Policy{Chamber: filepath.Join(dir)}
+		if hide {
+			p.Hide = []string{sock}
+		}
+		path, argv := (&Cage{Mechanism: Bubblewrap, Tool: tool, Policy: p}).Wrap([]string{os.Args[0]})
+		cmd := exec.Command(path, argv[1:]...)
+		cmd.Env = []string{"CRYO_TEST_CONNECT=" + sock}
+		out, err := cmd.CombinedOutput()
+		want := map[bool]string{false: "reached", true: "refused"}[hide]
+		if err != nil || strings.TrimSpace(string(out)) != want {
+			t.Errorf("hidden %v: %v %q, want %s", hide, err, out, want)
+		}
+	}
+}
+
+// sleeping reports whether a process runs `sleep arg`.
+func sleeping(arg string) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && string(b) == "/bin/sleep\x00"+arg+"\x00" {
+			return true
+		}
+	}
+	return false
+}
+
+// Cage.Start enters the Landlock domain on a thread that ends once bubblewrap is started:
+// bubblewrap's --die-with-parent must not take that thread's end for its parent's (the cage
+// runs on), and the cage still ends with the process that started it: a `wake` killed by
+// SIGKILL leaves no session running. (TestExecCageKillsAll covers the timeout.)
+func TestStartOutlivesItsThread(t *testing.T) {
+	tool := e2e.LookPath(t, "bwrap", "bubblewrap")
+	if err := Probe(context.Background(), tool); err != nil {
+		e2e.Skipf(t, "bubblewrap cannot run here: %v", err)
+	}
+	c := &Cage{Mechanism: Bubblewrap, Tool: tool, Policy: Policy{Chamber: t.TempDir()}}
+	path, argv := c.Wrap([]string{"/bin/sh", "-c", "sleep 1; echo done"})
+	cmd := exec.Command(path, argv[1:]...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := c.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil || out.String() != "done\n" {
+		t.Fatalf("the cage: %v, %q", err, out.String())
+	}
+
+	arg := fmt.Sprintf("%d.5", 4000+os.Getpid()%1000)
+	wake := exec.Command(os.Args[0])
+	wake.Env = append(os.Environ(), "CRYO_TEST_CAGE_SLEEP="+arg, "CRYO_TEST_BWRAP="+tool)
+	if err := wake.Run(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("the helper wake: %v, want it killed", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for sleeping(arg) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if sleeping(arg) {
+		t.Fatalf("the cage's `sleep %s` outlived the wake that started it", arg)
 	}
 }

@@ -6,9 +6,10 @@ import "context"
 const Mechanism = Bubblewrap
 
 // Setup is the cage for p on Linux: bubblewrap, found on pathList (never inside exclude, the
-// chamber) and tried once (Probe), so that a kernel without user namespaces is said now.
+// chamber, nor in any path p lets a session write) and tried once (Probe), so that a kernel
+// without user namespaces is said now.
 func Setup(ctx context.Context, pathList, exclude string, p Policy) (*Cage, error) {
-	tool, err := Find(pathList, exclude)
+	tool, err := Find(pathList, append([]string{exclude}, p.writableDirs()...)...)
 	if err != nil {
 		return nil, err
 	}

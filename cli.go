@@ -167,7 +167,7 @@ cryochamber -C ~/plans/x status), or $CRYO_DIR.
 			cancelCommand(env), reloadCommand(env), validateCommand(env), psCommand(env), fallbackCommand(env),
 			syncCommand(env), completionCommand(env), manCommand(env), webCommand(env),
 			versionCommand(env), todoCommand(env), forgetCommand(env), // issue 24: cmd_version.go, cmd_todo.go
-			digestCommand(env), // issue 26
+			digestCommand(env),                     // issue 26
 			diffCommand(env), rollbackCommand(env), // issue 27: snapshots
 		},
 	}

@@ -47,6 +47,15 @@ else
 	exit 1
 fi
 
+# Sessions run in a sandbox (bubblewrap); a fresh machine may not have it yet. The demo agent is
+# ours, so there the demo runs unconfined, and says so (start would refuse, as it should for a
+# real agent).
+if ! bwrap --ro-bind / / true >/dev/null 2>&1; then
+	echo "demo: bubblewrap does not work here (apt install bubblewrap; see README, Security):"
+	echo "demo: running the demo agent without the session sandbox ([sandbox] mode = \"off\")"
+	printf '\n[sandbox]\nmode = "off"\n' >>"$work/chamber/cryo.toml"
+fi
+
 echo "demo: chamber $work/chamber"
 echo
 "$bin" start "$work/chamber/plan.md"

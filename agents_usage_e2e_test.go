@@ -46,7 +46,13 @@ func runCLIJSON(t *testing.T, preset string, srv *modelserver.Server) []byte {
 		env = append(env, "ANTHROPIC_BASE_URL="+srv.URL, "ANTHROPIC_API_KEY="+e2eAPIKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 			"DISABLE_TELEMETRY=1", "DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_MAX_RETRIES=0")
 	case "codex":
-		codexCase.setup(t, srv, dir, home)
+		// The case's own environment too: CODEX_HOME, where setup wrote codex's provider
+		// configuration (outside /tmp, agents_e2e_test.go). Without it codex looks for the real
+		// API, which it cannot reach here.
+		_, extra := codexCase.setup(t, srv, dir, home)
+		for k, v := range extra {
+			env = append(env, k+"="+v)
+		}
 		env = append(env, "OPENAI_API_KEY="+e2eAPIKey)
 	case "opencode":
 		// The model has a price (USD per million tokens), so that opencode computes a cost.
@@ -70,6 +76,7 @@ func runCLIJSON(t *testing.T, preset string, srv *modelserver.Server) []byte {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(cliDir, argv[0]), argv[1:]...)
 	cmd.Env, cmd.Dir = env, dir
+	cmd.WaitDelay = 10 * time.Second // a child that keeps the output open must not hang the test past its deadline
 	cmd.Stdin = strings.NewReader("Session: 1\nCheck the build of PR #41, then print your markers.\n")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

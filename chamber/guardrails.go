@@ -108,13 +108,7 @@ func (w clockWindow) quietUntil(t time.Time, loc *time.Location) (time.Time, boo
 	return time.Time{}, false
 }
 
-// dayStart is the start of the local day of t in loc, and nextDay the start of the one after.
-func dayStart(t time.Time, loc *time.Location) time.Time {
-	lt := t.In(loc)
-	y, mo, d := lt.Date()
-	return time.Date(y, mo, d, 0, 0, 0, 0, loc)
-}
-
+// nextDay is the start of the local day after t's in loc.
 func nextDay(t time.Time, loc *time.Location) time.Time {
 	lt := t.In(loc)
 	y, mo, d := lt.Date()

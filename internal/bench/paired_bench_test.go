@@ -38,9 +38,6 @@ func pairedRounds(n int, names []string, cases ...func() time.Duration) *rounds 
 	return r
 }
 
-// n is the number of rounds.
-func (r *rounds) n() int { return len(r.loads) }
-
 // median of case c's wall times over the rounds.
 func (r *rounds) median(c int) time.Duration { return median(slices.Clone(r.walls[c])) }
 

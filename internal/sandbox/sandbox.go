@@ -383,15 +383,6 @@ func Find(pathList string, exclude ...string) (string, error) {
 	return "", &Error{Err: errors.New("bubblewrap (bwrap) is not installed"), Hint: BwrapHint}
 }
 
-// writableDirs are the directories a session of p may write, for Find to pass over.
-func (p Policy) writableDirs() []string {
-	out := append([]string{p.Chamber}, p.Writable...)
-	for _, b := range p.Binds {
-		out = append(out, b.Dst, b.Src)
-	}
-	return out
-}
-
 // probeTimeout bounds the trial run of the sandbox tool.
 const probeTimeout = 30 * time.Second
 

@@ -18,3 +18,12 @@ func Setup(ctx context.Context, pathList, exclude string, p Policy) (*Cage, erro
 	}
 	return &Cage{Mechanism: Bubblewrap, Tool: tool, Policy: p}, nil
 }
+
+// writableDirs are the directories a session of p may write, for Find to pass over.
+func (p Policy) writableDirs() []string {
+	out := append([]string{p.Chamber}, p.Writable...)
+	for _, b := range p.Binds {
+		out = append(out, b.Dst, b.Src)
+	}
+	return out
+}

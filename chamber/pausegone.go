@@ -23,17 +23,7 @@ func (r *runner) pausedGone(ctx context.Context) (ok bool, err error) {
 		return false, nil
 	}
 	what := r.chamberMissing()
-	first := r.st.Missing == nil
-	if first {
-		t := now.UTC()
-		r.st.Missing = &t
-	}
-	r.st.Retries++
-	delay := r.cfg.SlowRetry.D
-	if r.st.Retries <= len(retryDelays) {
-		delay = retryDelays[r.st.Retries-1]
-	}
-	t := ceilSecond(now.Add(delay)).UTC()
+	first, t := r.missingRetry(now)
 	armErr := r.withBackend(ctx, func(be timer.Backend) error {
 		fire, err := timer.FireAt(be, t, now)
 		if err != nil {
@@ -62,4 +52,21 @@ func (r *runner) pausedGone(ctx context.Context) (ok bool, err error) {
 		_ = r.save()
 	}
 	return true, &Error{Msg: what, Hint: fmt.Sprintf("if you moved it: cryochamber cancel --dir %s, then start it at its new place", r.dir)}
+}
+
+// missingRetry counts one more retry of a chamber whose directory is missing (first: the first
+// time it was found so) and says when to look again: the fast retries, then every slow_retry.
+// The wake of an armed chamber and the end of a pause share it.
+func (r *runner) missingRetry(now time.Time) (first bool, at time.Time) {
+	first = r.st.Missing == nil
+	if first {
+		t := now.UTC()
+		r.st.Missing = &t
+	}
+	r.st.Retries++
+	delay := r.cfg.SlowRetry.D
+	if r.st.Retries <= len(retryDelays) {
+		delay = retryDelays[r.st.Retries-1]
+	}
+	return first, ceilSecond(now.Add(delay)).UTC()
 }

@@ -272,17 +272,7 @@ func (r *runner) chamberGone(ctx context.Context) error {
 		return &Error{Kind: Usage, Msg: what, Hint: "nothing is armed for it; if it moved: cryochamber start NEW/PATH/plan.md"}
 	}
 	now := r.now()
-	first := r.st.Missing == nil
-	if first {
-		t := now.UTC()
-		r.st.Missing = &t
-	}
-	r.st.Retries++
-	delay := r.cfg.SlowRetry.D
-	if r.st.Retries <= len(retryDelays) {
-		delay = retryDelays[r.st.Retries-1]
-	}
-	t := ceilSecond(now.Add(delay)).UTC()
+	first, t := r.missingRetry(now)
 	armErr := r.arm(ctx, validate.New(nil), t)
 	if armErr == nil {
 		r.st.Phase, r.st.Wake, r.st.Reason = PhaseArmed, &t, WhyRetry

@@ -192,7 +192,7 @@ echo "[CRYO:EXIT 0] session $CRYO_SESSION"
 echo "[CRYO:WAKE +1h]"
 echo '[CRYO:TODO +1d "prune the roses"]'
 `
-	c := newTrial(t, m, "agent = \"./agent.sh\"\n", agent, nil)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\n", agent, nil)
 	c.start(0)
 	if got := pendingTodos(t, c); len(got) != 1 {
 		t.Fatalf("after start: pending %v", got)
@@ -278,7 +278,7 @@ fi
 		t.Run(tc.name, func(t *testing.T) {
 			m := systemdtest.Start(t)
 			hook := startAlertHook(t, false)
-			c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\nfallback_after = \"15s\"\n"+alertToml(hook, nil), agent, nil)
+			c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\nfallback_after = \"15s\"\n"+alertToml(hook, nil), agent, nil)
 			c.start(0)
 			store := filepath.Join(stateDirOf(m), "chambers", timer.ID(c.dir))
 			tc.damage(t, m, store)
@@ -317,7 +317,7 @@ fi
 func TestSilent2_AcceptedConfigLostRefuses(t *testing.T) {
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
-	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n"+alertToml(hook, nil), okAgent, nil)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), okAgent, nil)
 	c.start(0)
 	store := filepath.Join(stateDirOf(m), "chambers", timer.ID(c.dir))
 	putFile(t, filepath.Join(store, "cryo.toml"), "agent = \"./agent.sh\"\n") // valid TOML: the defaults
@@ -365,7 +365,7 @@ func TestSilent2_07BinaryMovedThenReboot(t *testing.T) {
 	if err := os.WriteFile(installed, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n", okAgent, nil)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n", okAgent, nil)
 	c.bin = installed
 	c.start(0)
 	if err := os.Remove(installed); err != nil {
@@ -403,7 +403,7 @@ func TestSilent2_07BinaryMovedThenReboot(t *testing.T) {
 func TestSilent2_03ConfigFIFO(t *testing.T) {
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
-	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n"+alertToml(hook, nil), okAgent, nil)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), okAgent, nil)
 	c.start(0)
 	if err := os.Remove(filepath.Join(c.dir, "cryo.toml")); err != nil {
 		t.Fatal(err)
@@ -434,7 +434,7 @@ func TestSilent2_03ConfigFIFO(t *testing.T) {
 func TestSilent2_13ShutdownDuringSession(t *testing.T) {
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
-	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n"+alertToml(hook, nil), hangAgent, nil)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), hangAgent, nil)
 	c.start(0)
 	putFile(t, filepath.Join(c.dir, "hang"), "")
 	c.must(0, "send", "--dir", c.dir, "--wake", "Water the ferns.")
@@ -484,7 +484,7 @@ case "$CRYO_SESSION" in
 *) echo "[CRYO:EXIT 0] session $CRYO_SESSION"; echo "[CRYO:WAKE +1h]";;
 esac
 `
-	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\nfallback_after = \"30s\"\n\n[webhook]\ntimeout = \"60s\"\nretries = 0\n"+alertToml(hook, nil), agent, nil)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\nfallback_after = \"30s\"\n\n[webhook]\ntimeout = \"60s\"\nretries = 0\n"+alertToml(hook, nil), agent, nil)
 	c.start(0)
 	// The alert of session 2 arrives; it is answered 20 s later, well past session 3's WAKE.
 	select {
@@ -517,7 +517,7 @@ func TestSilent2_12TargetsFailForGood(t *testing.T) {
 echo "[CRYO:EXIT 2] the ferns look dry"
 echo "[CRYO:WAKE +1h]"
 `
-	toml := "agent = \"./agent.sh\"\nwatch_inbox = false\n\n[webhook]\nretries = 0\n\n[[fallback]]\naction = \"webhook\"\ntarget = \"" + revoked.URL + "/hook\"\n"
+	toml := "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n\n[webhook]\nretries = 0\n\n[[fallback]]\naction = \"webhook\"\ntarget = \"" + revoked.URL + "/hook\"\n"
 	both := newTrial(t, m, toml+"\n[[fallback]]\naction = \"webhook\"\ntarget = \""+good.URL+"\"\n", agent, nil)
 	alone := newTrial(t, m, toml, agent, nil)
 	both.start(0)
@@ -630,7 +630,7 @@ echo "ran $CRYO_SESSION" >> runs.txt
 echo "[CRYO:EXIT 0] session $CRYO_SESSION"
 if [ "$CRYO_SESSION" = 1 ]; then ` + wakeAt(3) + `; fi
 `
-	c := newTrial(t, m, "agent = \"./agent.sh\"\n", agent, nil)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\n", agent, nil)
 	c.start(0)
 	id := timer.ID(c.dir)
 	if out := m.Systemctl(t, "show", "--property=LoadState", "--value", timer.SystemdBootName(id)); strings.TrimSpace(out) != "loaded" {
@@ -654,7 +654,7 @@ if [ "$CRYO_SESSION" = 1 ]; then ` + wakeAt(3) + `; fi
 func TestSilent2_10PausedChamberGone(t *testing.T) {
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
-	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n"+alertToml(hook, nil), okAgent, nil)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), okAgent, nil)
 	c.start(0)
 	c.must(0, "pause", "--dir", c.dir, "--until", "+4s")
 	away := c.dir + "-away"
@@ -826,7 +826,7 @@ func (b *atomicBool) set()      { b.mu.Lock(); b.v = true; b.mu.Unlock() }
 // and hung before its session, phase running, no dead-man armed).
 func TestSilent2_11DeadmanArmBounded(t *testing.T) {
 	m := systemdtest.Start(t)
-	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n", okAgent, nil)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n", okAgent, nil)
 	c.start(0)
 	p := startStallProxy(t, m)
 	p.stallNext("StartTransientUnit")
@@ -867,7 +867,7 @@ echo "[CRYO:EXIT 0] session $CRYO_SESSION"
 echo "[CRYO:WAKE +1h]"
 echo '[CRYO:TODO +2h "prune the roses"]'
 `
-			c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n"+alertToml(hook, nil), agent, nil)
+			c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), agent, nil)
 			c.start(0)
 			store := filepath.Join(stateDirOf(m), "chambers", timer.ID(c.dir))
 			if tc.content == "" {
@@ -908,7 +908,7 @@ if [ "$CRYO_SESSION" = 1 ]; then ` + wakeAt(10) + `; else echo "[CRYO:WAKE +1h]"
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := systemdtest.Start(t)
-			c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\nfallback_after = \"30s\"\n", agent, nil)
+			c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\nfallback_after = \"30s\"\n", agent, nil)
 			c.start(0)
 			tc.event(t, m)
 			waitFor(t, 60*time.Second, "session 2", func() bool { return c.file("runs.txt") == "ran 1\nran 2\n" })
@@ -927,7 +927,7 @@ if [ "$CRYO_SESSION" = 1 ]; then ` + wakeAt(10) + `; else echo "[CRYO:WAKE +1h]"
 // status and validate say so before the plan silently stops (issue 23, item 16, in part).
 func TestSilent2_16LingeringOff(t *testing.T) {
 	m := systemdtest.Start(t)
-	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n", okAgent, nil)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n", okAgent, nil)
 	if out := c.start(0); !strings.Contains(out, "lingering is off") {
 		e2e.Skipf(t, "lingering is on here, or cannot be told: start says\n%s", out)
 	}
@@ -945,7 +945,7 @@ func TestSilent2_16LingeringOff(t *testing.T) {
 // (issue 23, item 16, in part).
 func TestSilent2_16ThousandMessageBurst(t *testing.T) {
 	m := systemdtest.Start(t)
-	c := newTrial(t, m, "agent = \"./agent.sh\"\n", okAgent, nil)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\n", okAgent, nil)
 	c.start(0)
 	now := time.Now().UTC()
 	for i := 0; i < 1000; i++ {

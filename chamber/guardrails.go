@@ -490,11 +490,12 @@ func (r *runner) guardTell(ctx context.Context, n int, c *choice) {
 	if len(keys) == 0 {
 		return
 	}
-	msg := c.Why
+	msg, note := c.Why, "The operator's limits (cryo.toml): "+c.Why+"."
 	if c.End == "" {
 		msg = fmt.Sprintf("the wake after session %d was moved by the operator's limits: %s", n, c.Why)
+		note = fmt.Sprintf("The operator's limits (cryo.toml) moved the wake after session %d: %s.", n, c.Why)
 	}
-	g.Notes = []string{"The operator's limits (cryo.toml) " + strings.TrimPrefix(msg, "the ") + "."}
+	g.Notes = []string{note}
 	for _, k := range append(append([]string(nil), c.Moved...), c.End) {
 		if k == "" {
 			continue

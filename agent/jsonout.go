@@ -172,4 +172,4 @@ func (w *UsageWriter) Close() error {
 }
 
 // Usage is the run's usage, and whether the output carried a usage record at all.
-func (w *UsageWriter) Usage() (RunUsage, bool) { return w.usage, w.found }
+func (w *UsageWriter) Usage() (RunUsage, bool) { return w.usage.settle(), w.found }

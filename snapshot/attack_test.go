@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,5 +64,74 @@ func TestRestoreNeverWritesThroughASymlink(t *testing.T) {
 				t.Errorf("the rollback wrote outside the chamber: %s", e.Name())
 			}
 		})
+	}
+}
+
+// TestHostileNames: names that are options to git ("-rf", "--output=x"), names with a newline,
+// a tab, an escape sequence, a FIFO, symlink loops and a dangling symlink, a directory 200
+// deep: the snapshot is taken without blocking, the changes list each name exactly, and a
+// rollback puts every file back (the FIFO is left out and listed, never opened).
+func TestHostileNames(t *testing.T) {
+	git := gitPath(t)
+	dir, state := t.TempDir(), t.TempDir()
+	names := []string{"-rf", "--output=x", "a\nb", "tab\tname", "\x1b]0;title\x07", "sub/-n", "sub/.git/config"}
+	for _, n := range names {
+		write(t, dir, n, "content of "+n+"\n", 0o644)
+	}
+	deep := strings.Repeat("d/", 200) + "leaf"
+	write(t, dir, deep, "deep\n", 0o644)
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink("loop", filepath.Join(dir, "loop"))
+	os.Symlink("l2", filepath.Join(dir, "l1"))
+	os.Symlink("l1", filepath.Join(dir, "l2"))
+	os.Symlink("/nonexistent/x", filepath.Join(dir, "dangling"))
+	r, err := Open(filepath.Join(state, "snapshots"), git)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 27, 7, 0, 0, 0, time.UTC)
+	e1 := take(t, r, dir, Options{}, Request{Kind: KindSession, Session: 1, Now: now})
+	if len(e1.Skipped) != 1 || e1.Skipped[0].Path != "fifo" {
+		t.Errorf("skipped %+v, want the FIFO", e1.Skipped)
+	}
+	ch, err := r.Changes(context.Background(), EmptyTree, e1.Tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, c := range ch {
+		got[c.Path] = true
+	}
+	for _, n := range append(names, deep, "loop", "l1", "l2", "dangling") {
+		if !got[n] {
+			t.Errorf("the changes do not list %q", n)
+		}
+	}
+	// The session removes everything; the rollback puts it back.
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.Name() != "fifo" {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+	take(t, r, dir, Options{}, Request{Kind: KindPresent, Session: 1, Now: now})
+	fs, err := confined.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	res, err := r.Restore(context.Background(), fs, Options{}, e1.Tree)
+	if err != nil || len(res.Problems) > 0 {
+		t.Fatalf("restore: %+v %v", res, err)
+	}
+	for _, n := range append(names, deep) {
+		if b, err := os.ReadFile(filepath.Join(dir, n)); err != nil || string(b) != "content of "+n+"\n" && n != deep {
+			t.Errorf("%q after the rollback: %q %v", n, b, err)
+		}
+	}
+	if l, err := os.Readlink(filepath.Join(dir, "l1")); err != nil || l != "l2" {
+		t.Errorf("l1: %q %v", l, err)
 	}
 }

@@ -142,6 +142,7 @@ func readClaude(out []byte) (string, RunUsage, error) {
 		} `json:"usage"`
 	}
 	var last *result
+	results := 0
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var r result
@@ -150,11 +151,20 @@ func readClaude(out []byte) (string, RunUsage, error) {
 		}
 		if r.Type == "result" {
 			last = &r
+			results++
 		}
 	}
 	var u RunUsage
 	if last == nil {
 		return "", u, ErrNoUsage
+	}
+	if results > 1 {
+		// claude prints one result a run: another was written into its output by a process
+		// of the session (a cost of 0 put last, say). The usage is then unknown.
+		p := int64(poisoned)
+		c := float64(poisoned)
+		u.TokensIn, u.TokensOut, u.CostUSD = &p, &p, &c
+		last.Usage, last.Cost = nil, nil
 	}
 	text := ""
 	if last.Result != nil {

@@ -92,3 +92,25 @@ func TestUsageWriterLongLineTail(t *testing.T) {
 		}
 	}
 }
+
+// TestClaudeSecondResultIsForged: claude prints one result object a run. A second one (a
+// process of the session writing into the CLI's standard output as claude ends, to put a
+// cost of 0 last) makes the usage unknown, never the forged figures.
+func TestClaudeSecondResultIsForged(t *testing.T) {
+	out := `{"type":"result","result":"[CRYO:EXIT 0] done","total_cost_usd":4.5,"usage":{"input_tokens":1000,"output_tokens":100}}` + "\n" +
+		`{"type":"result","result":"[CRYO:EXIT 0] done","total_cost_usd":0,"usage":{"input_tokens":0,"output_tokens":0}}` + "\n"
+	var text, other lines
+	w := NewUsageWriter("claude", &text, &other)
+	w.Write([]byte(out))
+	w.Close()
+	u, _ := w.Usage()
+	_, ru, _ := ReadUsage("claude", []byte(out))
+	for _, got := range []RunUsage{u, ru} {
+		if got.CostUSD != nil || got.TokensIn != nil || got.TokensOut != nil {
+			t.Errorf("two result objects: usage %+v, want unknown", got)
+		}
+	}
+	if !strings.Contains(text.String(), "[CRYO:EXIT 0] done") {
+		t.Errorf("the text: %q", text.String())
+	}
+}

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,5 +134,62 @@ func TestHostileNames(t *testing.T) {
 	}
 	if l, err := os.Readlink(filepath.Join(dir, "l1")); err != nil || l != "l2" {
 		t.Errorf("l1: %q %v", l, err)
+	}
+}
+
+// TestManySkippedFilesKeepTheIndexReadable: a session that leaves 70,000 FIFOs with long
+// names (each is skipped and listed) must not make the snapshot's index line so long that the
+// index can no longer be read: that disabled every later diff and rollback.
+func TestManySkippedFilesKeepTheIndexReadable(t *testing.T) {
+	git := gitPath(t)
+	dir, state := t.TempDir(), t.TempDir()
+	write(t, dir, "plan.md", "plan\n", 0o644)
+	long := strings.Repeat("f", 240)
+	for i := 0; i < 70000; i++ {
+		if err := syscall.Mkfifo(filepath.Join(dir, fmt.Sprintf("%s%06d", long, i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Open(filepath.Join(state, "snapshots"), git)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 27, 7, 0, 0, 0, time.UTC)
+	e := take(t, r, dir, Options{}, Request{Kind: KindSession, Session: 1, Now: now})
+	if len(e.Skipped) > 1001 {
+		t.Errorf("%d skipped files listed, want at most 1000 and a count", len(e.Skipped))
+	}
+	if last := e.Skipped[len(e.Skipped)-1]; !strings.Contains(last.Why, "more") {
+		t.Errorf("the list does not say how many more: %+v", last)
+	}
+	entries, err := r.Entries()
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("the index after the snapshot: %d entries, %v", len(entries), err)
+	}
+}
+
+// TestEntriesSkipOverlongLine: an index line longer than the reader takes (one an earlier
+// release wrote) is skipped like a torn one; the snapshots after it are still listed.
+func TestEntriesSkipOverlongLine(t *testing.T) {
+	git := gitPath(t)
+	dir, state := t.TempDir(), t.TempDir()
+	write(t, dir, "plan.md", "plan\n", 0o644)
+	r, err := Open(filepath.Join(state, "snapshots"), git)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 27, 7, 0, 0, 0, time.UTC)
+	take(t, r, dir, Options{}, Request{Kind: KindSession, Session: 1, Now: now})
+	f, err := os.OpenFile(filepath.Join(r.Dir(), indexName), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"seq":2,"commit":"x","skipped":[{"path":"` + strings.Repeat("f", 17<<20) + `"}]}` + "\n")
+	f.Close()
+	write(t, dir, "plan.md", "plan 2\n", 0o644)
+	take(t, r, dir, Options{}, Request{Kind: KindSession, Session: 3, Now: now})
+	entries, err := r.Entries()
+	if err != nil || len(entries) != 2 || entries[1].Session != 3 {
+		t.Fatalf("entries %d, %v", len(entries), err)
 	}
 }

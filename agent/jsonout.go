@@ -22,6 +22,7 @@ type UsageWriter struct {
 	mode    int    // 0 undecided, 1 claude's one object (buffered), 2 JSON lines, 3 plain text
 	pending []byte // an incomplete line (JSON lines), or claude's whole object
 	dropped bool   // claude's object went past MaxUsageOutput
+	cutting bool   // JSON lines: a line went past maxEventLine; its rest is dropped
 
 	usage RunUsage
 	found bool
@@ -75,6 +76,15 @@ func (w *UsageWriter) Write(p []byte) (int, error) {
 		w.pending = append(w.pending, p...)
 		return n, nil
 	}
+	if w.cutting {
+		// The rest of a line cut at maxEventLine is dropped up to its end: it is the middle
+		// of an event (a command's output, say), never the agent's text.
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			return n, nil
+		}
+		p, w.cutting = p[i+1:], false
+	}
 	w.pending = append(w.pending, p...)
 	for {
 		i := bytes.IndexByte(w.pending, '\n')
@@ -87,10 +97,14 @@ func (w *UsageWriter) Write(p []byte) (int, error) {
 		w.pending = w.pending[i+1:]
 	}
 	if len(w.pending) > maxEventLine {
-		if err := w.line(w.pending); err != nil {
+		err := w.otherLine(w.pending)
+		w.pending, w.cutting = nil, true
+		if err == nil && w.other != nil {
+			_, err = io.WriteString(w.other, "cryochamber: an event line longer than 16 MiB was cut; the rest of it was not read\n")
+		}
+		if err != nil {
 			return n, err
 		}
-		w.pending = nil
 	}
 	if len(w.pending) == 0 {
 		w.pending = nil // let a big buffer go
@@ -172,4 +186,4 @@ func (w *UsageWriter) Close() error {
 }
 
 // Usage is the run's usage, and whether the output carried a usage record at all.
-func (w *UsageWriter) Usage() (RunUsage, bool) { return w.usage, w.found }
+func (w *UsageWriter) Usage() (RunUsage, bool) { return w.usage.settle(), w.found }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"math"
 	"strings"
+
+	"github.com/cryochamber/cryochamber/marker"
 )
 
 // Usage output of the agent CLIs. Each preset can print a JSON form of its run that carries
@@ -58,6 +60,18 @@ func ReadUsage(preset string, out []byte) (text string, u RunUsage, err error) {
 	return "", u, errors.New("no usage reader for " + preset)
 }
 
+// Bounds on a figure read from a CLI's output: the USAGE marker's. The stream is the CLI's
+// standard output, which a tool in the cage can write into; a figure out of bounds (negative,
+// enormous, a sum that would wrap an int64 or reach +Inf, which no state file can hold) makes
+// that figure unknown (poisoned below, nil when read), never a wrong number and never zero.
+const (
+	maxTokens = marker.MaxUsageTokens
+	maxCost   = marker.MaxUsageCost
+)
+
+// poisoned is a figure known to be out of bounds, until settle makes it nil.
+const poisoned = -1
+
 func addInt(dst **int64, v *int64) {
 	if v == nil {
 		return
@@ -66,18 +80,44 @@ func addInt(dst **int64, v *int64) {
 		z := int64(0)
 		*dst = &z
 	}
-	**dst += *v
+	switch {
+	case **dst == poisoned:
+	case *v < 0 || *v > maxTokens || **dst+*v > maxTokens:
+		**dst = poisoned
+	default:
+		**dst += *v
+	}
 }
 
 func addFloat(dst **float64, v *float64) {
-	if v == nil || math.IsNaN(*v) || math.IsInf(*v, 0) || *v < 0 {
+	if v == nil {
 		return
 	}
 	if *dst == nil {
 		z := 0.0
 		*dst = &z
 	}
-	**dst += *v
+	switch {
+	case **dst == poisoned:
+	case math.IsNaN(*v) || *v < 0 || *v > maxCost || **dst+*v > maxCost:
+		**dst = poisoned
+	default:
+		**dst += *v
+	}
+}
+
+// settle makes the poisoned figures unknown.
+func (u RunUsage) settle() RunUsage {
+	if u.TokensIn != nil && *u.TokensIn == poisoned {
+		u.TokensIn = nil
+	}
+	if u.TokensOut != nil && *u.TokensOut == poisoned {
+		u.TokensOut = nil
+	}
+	if u.CostUSD != nil && *u.CostUSD == poisoned {
+		u.CostUSD = nil
+	}
+	return u
 }
 
 func sum(vs ...*int64) *int64 {
@@ -102,6 +142,7 @@ func readClaude(out []byte) (string, RunUsage, error) {
 		} `json:"usage"`
 	}
 	var last *result
+	results := 0
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var r result
@@ -110,11 +151,20 @@ func readClaude(out []byte) (string, RunUsage, error) {
 		}
 		if r.Type == "result" {
 			last = &r
+			results++
 		}
 	}
 	var u RunUsage
 	if last == nil {
 		return "", u, ErrNoUsage
+	}
+	if results > 1 {
+		// claude prints one result a run: another was written into its output by a process
+		// of the session (a cost of 0 put last, say). The usage is then unknown.
+		p := int64(poisoned)
+		c := float64(poisoned)
+		u.TokensIn, u.TokensOut, u.CostUSD = &p, &p, &c
+		last.Usage, last.Cost = nil, nil
 	}
 	text := ""
 	if last.Result != nil {
@@ -125,7 +175,7 @@ func readClaude(out []byte) (string, RunUsage, error) {
 		u.TokensOut = sum(last.Usage.Out)
 	}
 	addFloat(&u.CostUSD, last.Cost)
-	return text, u, nil
+	return text, u.settle(), nil
 }
 
 // readEvents reads a JSON-lines stream with one event reader.
@@ -145,9 +195,9 @@ func readEvents(out []byte, event func(line []byte, text *strings.Builder, u *Ru
 		}
 	}
 	if !found {
-		return text.String(), u, ErrNoUsage
+		return text.String(), u.settle(), ErrNoUsage
 	}
-	return text.String(), u, nil
+	return text.String(), u.settle(), nil
 }
 
 // appendText adds a piece of the agent's text, on its own lines.

@@ -55,12 +55,14 @@ func (r *runner) cliConfigFingerprint() map[string]string {
 		return fp
 	}
 	budget := int64(maxCLIConfigBytes)
+	seen := 0 // every name visited, directories too (an empty one is no line of fp)
 	var walk func(rel string, depth int)
 	walk = func(rel string, depth int) {
-		if len(fp) >= maxCLIConfigFiles {
+		if len(fp) >= maxCLIConfigFiles || seen >= maxCLIConfigFiles {
 			fp[cliConfigTrunc] = fmt.Sprintf("more than %d names", maxCLIConfigFiles)
 			return
 		}
+		seen++
 		fi, err := r.fs.Lstat(rel)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):

@@ -59,3 +59,18 @@ func TestCLIConfigFingerprint(t *testing.T) {
 		t.Errorf("the listing is not bounded: %d names", len(big))
 	}
 }
+
+// TestCLIConfigFingerprintCountsDirectories: the bound on names counts every name the walk
+// visits, directories too: a tree of empty directories under .opencode (none of which is a
+// line of the fingerprint) made every wake list all of them.
+func TestCLIConfigFingerprintCountsDirectories(t *testing.T) {
+	r := testRunner(t, "agent = \"/bin/true\"\n", t0)
+	for i := 0; i < maxCLIConfigFiles+10; i++ {
+		if err := os.MkdirAll(filepath.Join(r.dir, ".opencode", "node_modules", fmt.Sprintf("d%04d", i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fp := r.cliConfigFingerprint(); fp[cliConfigTrunc] == "" {
+		t.Errorf("the walk over %d directories was not bounded: %v", maxCLIConfigFiles+10, fp)
+	}
+}

@@ -191,6 +191,7 @@ func (r *runner) sandboxPolicy(cmd Command, env []string) sandbox.Policy {
 	}
 	p.Hide = append(p.Hide, "/run/user", "/run/dbus", "/var/run/dbus", "/run/systemd/private", "/var/run/systemd/private")
 	p.Hide = append(p.Hide, rootDaemonSockets...)
+	p.Hide = append(p.Hide, slurmSockets(env, r.env.Environ)...) // sandbox_slurm.go
 	// Other chambers this user started.
 	for _, d := range readRegistry(r.env.Registry) {
 		if d != r.dir && filepath.IsAbs(d) {

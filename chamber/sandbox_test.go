@@ -211,3 +211,21 @@ func TestSandboxPolicyHidesRootDaemons(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxPolicyHidesSlurmAuth: munged's and sackd's sockets are hidden in the cage (the
+// default places, and the socket the cluster's slurm.conf names, found through SLURM_CONF):
+// through them a session could sbatch a job that runs outside any cage, or scancel the
+// chamber's dead-man job.
+func TestSandboxPolicyHidesSlurmAuth(t *testing.T) {
+	r := testRunner(t, "agent = \"./agent.sh\"\n", time.Now())
+	conf := filepath.Join(t.TempDir(), "slurm.conf")
+	if err := os.WriteFile(conf, []byte("ClusterName=c\nAuthType=auth/munge\nAuthInfo=socket=/srv/munge/munge.sock,ttl=60 # ours\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := r.sandboxPolicy(Command{Words: []string{"./agent.sh"}}, []string{"HOME=/home/u", "PATH=/usr/bin:/bin", "SLURM_CONF=" + conf})
+	for _, s := range []string{"/run/munge", "/var/run/munge", "/run/slurm", "/srv/munge/munge.sock"} {
+		if !slices.Contains(p.Hide, s) {
+			t.Errorf("%s is not hidden", s)
+		}
+	}
+}

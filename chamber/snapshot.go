@@ -267,11 +267,7 @@ func Diff(ctx context.Context, env *Env, opts DiffOptions, asJSON bool) error {
 	w := newLineSanitizer(env.Stdout)
 	fmt.Fprintf(w, "# session %d: the chamber %s, compared with %s\n", d.Session, d.Snapshot, d.Since)
 	for _, s := range d.Skipped {
-		if s.Size > 0 {
-			fmt.Fprintf(w, "# not in the snapshot: %s (%s, %s)\n", s.Path, humanSize(s.Size), s.Why)
-		} else {
-			fmt.Fprintf(w, "# not in the snapshot: %s (%s)\n", s.Path, s.Why)
-		}
+		fmt.Fprintln(w, skippedLine(s))
 	}
 	if len(d.Files) == 0 {
 		fmt.Fprintln(w, "# no file changed")
@@ -288,6 +284,26 @@ func Diff(ctx context.Context, env *Env, opts DiffOptions, asJSON bool) error {
 		return &Error{Msg: "cannot compare the snapshots", Err: err}
 	}
 	return nil
+}
+
+// skippedLine is the diff's header line for a file left out of the snapshot. The name is the
+// session's: quoted when it holds what would break the line (a newline forging lines of the
+// diff, an escape sequence), as it is otherwise.
+func skippedLine(s snapshot.Skip) string {
+	name := fileName(s.Path)
+	if s.Size > 0 {
+		return fmt.Sprintf("# not in the snapshot: %s (%s, %s)", name, humanSize(s.Size), s.Why)
+	}
+	return fmt.Sprintf("# not in the snapshot: %s (%s)", name, s.Why)
+}
+
+// fileName is a name of the chamber's as cryochamber prints it: quoted (Go's escapes) when it
+// holds a control character, an escape sequence or invalid UTF-8, as it is otherwise.
+func fileName(p string) string {
+	if q := strconv.Quote(p); q[1:len(q)-1] != p {
+		return q
+	}
+	return p
 }
 
 func humanSize(n int64) string {
@@ -361,16 +377,16 @@ func Rollback(ctx context.Context, env *Env, opts RollbackOptions) error {
 	}
 	r.printf("rolled the chamber %s back to after session %d: %d file(s) written, %d removed", r.dir, opts.To, len(res.Written), len(res.Removed))
 	for _, p := range res.Problems {
-		r.warnf("%s", p)
+		r.warnf("%s", termtext.OneLine(p, 0)) // they name the session's files
 	}
 	if after != nil {
 		// Files snapshots cannot hold (too large, FIFOs, hard links) are never removed: a
 		// rollback could not give them back.
 		for _, s := range after.Skipped {
 			if s.Size > 0 {
-				r.printf("  not in any snapshot, left as it is: %s (%s, %s)", s.Path, humanSize(s.Size), s.Why)
+				r.printf("  not in any snapshot, left as it is: %s (%s, %s)", fileName(s.Path), humanSize(s.Size), s.Why)
 			} else {
-				r.printf("  not in any snapshot, left as it is: %s (%s)", s.Path, s.Why)
+				r.printf("  not in any snapshot, left as it is: %s (%s)", fileName(s.Path), s.Why)
 			}
 		}
 	}

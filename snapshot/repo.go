@@ -284,16 +284,41 @@ func (r *Repo) Entries() ([]Entry, error) {
 	}
 	defer f.Close()
 	var out []Entry
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	for sc.Scan() {
-		var e Entry
-		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Commit != "" {
-			out = append(out, e)
+	// A line longer than maxIndexLine (an earlier release listed every skipped file) is
+	// skipped like a torn one: the snapshots after it stay listed.
+	rd := bufio.NewReaderSize(f, 64<<10)
+	var line []byte
+	long := false
+	for {
+		chunk, err := rd.ReadSlice('\n')
+		if !long {
+			if len(line)+len(chunk) > maxIndexLine {
+				long, line = true, nil
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if !long {
+			var e Entry
+			if json.Unmarshal(line, &e) == nil && e.Commit != "" {
+				out = append(out, e)
+			}
+		}
+		line, long = line[:0], false
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
 		}
 	}
-	return out, sc.Err()
 }
+
+// maxIndexLine bounds one line of the index read back.
+const maxIndexLine = 16 << 20
 
 // appendEntry adds e to the index (after its objects and its ref are durable).
 func (r *Repo) appendEntry(e Entry) error {

@@ -127,6 +127,8 @@ type walker struct {
 	// never dropped), perhaps only in a pack, where writeObject would not see them.
 	known map[string]bool
 	trees []string
+	// moreSkipped counts the files left out past maxSkipped.
+	moreSkipped int
 }
 
 // store writes an object unless the latest snapshot already holds it.
@@ -226,8 +228,25 @@ func (w *walker) tree(rel string) (string, error) {
 	return id, err
 }
 
+// maxSkipped bounds the files a snapshot lists as left out; the rest are counted. A session
+// can leave any number of FIFOs: listed whole, they made the snapshot's index line longer than
+// the index reader takes, and every later diff and rollback failed.
+const maxSkipped = 1000
+
 func (w *walker) skip(p, why string, size int64) {
+	if len(w.skipped) >= maxSkipped {
+		w.moreSkipped++
+		return
+	}
 	w.skipped = append(w.skipped, Skip{Path: p, Why: why, Size: size})
+}
+
+// skippedList is what the snapshot lists as left out: at most maxSkipped files, then a count.
+func (w *walker) skippedList() []Skip {
+	if w.moreSkipped == 0 {
+		return w.skipped
+	}
+	return append(w.skipped, Skip{Path: "…", Why: fmt.Sprintf("and %d more files left out, not listed", w.moreSkipped)})
 }
 
 // file stores one regular file: from the cache when its stat is what the latest snapshot saw,
@@ -353,7 +372,7 @@ func (r *Repo) Take(ctx context.Context, fs *confined.Dir, opt Options, req Requ
 		return nil, nil
 	}
 	prevTree := c.Tree
-	e := Entry{Seq: c.Seq + 1, Kind: req.Kind, Session: req.Session, To: req.To, Time: req.Now.UTC().Truncate(time.Second), Tree: tree, Skipped: w.skipped}
+	e := Entry{Seq: c.Seq + 1, Kind: req.Kind, Session: req.Session, To: req.To, Time: req.Now.UTC().Truncate(time.Second), Tree: tree, Skipped: w.skippedList()}
 	if tree == prevTree && c.Commit != "" {
 		// Nothing changed (a session that only answered a message): the entry names the
 		// latest commit, which its ref keeps; no object, no ref, no fsync but the index's.

@@ -28,6 +28,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/cryochamber/cryochamber/internal/termtext"
 )
 
 // Kind is a ping: the start of a session, its good end, or its failure.
@@ -275,9 +277,11 @@ func errorText(data []byte) string {
 	return oneLine(string(data), 200)
 }
 
-// oneLine joins s into one line of printable text, at most n bytes.
+// oneLine joins s into one line of printable text, at most n bytes: the one sanitizer's line
+// (no control, C1 included, no format or separator rune, valid UTF-8), cut on a rune boundary.
+// The body of a ping carries the agent's summary into the monitor's page and notices.
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f || r == ' ' }), " ")
+	s = termtext.OneLine(s, n)
 	if len(s) > n {
 		s = strings.ToValidUTF8(s[:n], "")
 	}

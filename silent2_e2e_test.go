@@ -332,7 +332,9 @@ func TestSilent2_AcceptedConfigLostRefuses(t *testing.T) {
 	if _, st := c.run("status", "--dir", c.dir); !strings.Contains(st, "the accepted configuration cannot be read") {
 		t.Errorf("status does not say so:\n%s", st)
 	}
-	c.must(0, "reload", "--dir", c.dir)
+	// The defaults are what reload compares with: every key differs, so it asks for --yes.
+	c.must(1, "reload", "--dir", c.dir)
+	c.must(0, "reload", "--yes", "--dir", c.dir)
 	c.must(0, "wake", "--dir", c.dir, "--now")
 	if runs := c.file("runs.txt"); runs != "ran 1\nran 2\n" {
 		t.Errorf("after reload: %q", runs)

@@ -83,7 +83,7 @@ func (r *runner) refuseDefaults() error {
 	return &Error{
 		Msg:  "the accepted configuration cannot be read, and running with the defaults would send alerts nowhere: refused",
 		Err:  r.cfgErr,
-		Hint: "run `cryochamber reload --dir " + r.dir + "` to accept the chamber's cryo.toml again (then `cryochamber wake --dir " + r.dir + " --now`)",
+		Hint: "read what `cryochamber reload --dir " + r.dir + "` shows of the chamber's cryo.toml (the agent may have edited it), accept it with `cryochamber reload --yes --dir " + r.dir + "`, then `cryochamber wake --dir " + r.dir + " --now`",
 	}
 }
 
@@ -145,7 +145,7 @@ func (r *runner) degradedWarnings() []string {
 		out = append(out, fmt.Sprintf("the private state directory %s cannot be written (%v): the wake and the dead-man cannot take the chamber's lock; they alert and stop until it is repaired", r.store, err))
 	}
 	if r.cfgErr != nil {
-		out = append(out, fmt.Sprintf("the accepted configuration cannot be read (%v): the wake and the dead-man refuse to run on the defaults; run `cryochamber reload --dir %s`", r.cfgErr, r.dir))
+		out = append(out, fmt.Sprintf("the accepted configuration cannot be read (%v): the wake and the dead-man refuse to run on the defaults; read what `cryochamber reload --dir %s` shows, then accept it with --yes", r.cfgErr, r.dir))
 	}
 	if _, err := os.Stat(r.store.path(EnvFileName)); errors.Is(err, os.ErrNotExist) {
 		out = append(out, fmt.Sprintf("the environment file %s is missing: sessions run with the timer manager's environment, without agent_env; run `cryochamber reload --dir %s` from your shell", r.store.path(EnvFileName), r.dir))

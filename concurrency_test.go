@@ -194,8 +194,13 @@ func TestWakeRacesCancel(t *testing.T) {
 		}},
 		{"state-temp:2", func(t *testing.T, dir, unit1 string) { // the agent's group, the session's dead-man and block 2's offset being recorded
 			st, next := state(t, dir), pending(t, dir)
+			// The group is recorded once the sandbox holding the agent runs: the agent's own
+			// first line (ran 2) comes a moment later, while the wake waits here.
+			waitUntil(t, 10*time.Second, "the agent of session 2 to start", func() bool {
+				return countLines(t, filepath.Join(dir, "runs.txt"), "ran 2") == 1
+			})
 			if st.Phase != chamber.PhaseRunning || st.Holder == nil || st.Holder.Agent != nil || next.Holder == nil || next.Holder.Agent == nil ||
-				countLines(t, filepath.Join(dir, "runs.txt"), "ran 2") != 1 || !logHas(dir, `^--- CRYO SESSION 2 `) {
+				!logHas(dir, `^--- CRYO SESSION 2 `) {
 				t.Fatalf("holder %+v being written over %+v; want the started agent's group recorded", next.Holder, st.Holder)
 			}
 			if next.LogOffset <= st.LogOffset || next.Timers.Fallback == nil || st.Timers.Fallback == nil || !next.Timers.Fallback.Before(*st.Timers.Fallback) {

@@ -125,9 +125,9 @@ func TestSyncEmailEndToEnd(t *testing.T) {
 		t.Fatal("the IMAP password is in a unit file")
 	}
 
-	// The first sync (at arming) mails session 1's summary: the thread's first mail.
-	wait("the summary mail", func() bool { return mailWith(`Session 1 ended \(exit 0\)`) != nil })
-	first := mailWith(`Session 1 ended \(exit 0\)`)
+	// The first sync (at arming) mails session 1's summary, filed in the outbox (summaries = "outbox"): the thread's first mail, and the only summary of that session.
+	wait("the summary mail", func() bool { return mailWith(`session 1 ended \(EXIT 0\)`) != nil })
+	first := mailWith(`session 1 ended \(EXIT 0\)`)
 	ours := strings.Trim(first.Header.Get("Message-Id"), "<>")
 	if !strings.HasSuffix(ours, "."+id+"@example.org") || first.Header.Get("Subject") != "["+id+"] garden" {
 		t.Fatalf("first mail: Message-Id %q Subject %q", ours, first.Header.Get("Subject"))
@@ -201,6 +201,18 @@ func TestSyncEmailEndToEnd(t *testing.T) {
 	m.Systemctl(t, "stop", timer.SystemdPathName(id))
 	imap.Deliver(answer("alice-3@mail.example.com", "alice-2@mail.example.com", "And the roses."), time.Now())
 	wait("the answer to the mail the watcher missed", func() bool { return mailWith(`heard: And the roses\.`) != nil })
+
+	// Many syncs later, session 1 was summed up once: the filed summary stands for the
+	// state's (before, a later sync mailed the state's as well).
+	n := 0
+	for _, r := range smtp.Messages() {
+		if regexp.MustCompile(`(?i)session 1 ended \(exit 0\)`).MatchString(r.Body) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d mails sum up session 1, want 1", n)
+	}
 
 	run("sync", "--remove")
 	for _, u := range []string{timer.SystemdSyncTimerName(id), timer.SystemdSyncServiceName(id)} {

@@ -33,8 +33,9 @@ func slurmChamber(t *testing.T, c *slurmtest.Cluster, agent, toml string) string
 		t.Fatal(err)
 	}
 	for file, data := range map[string]string{
-		"plan.md":   "x\n",
-		"cryo.toml": "agent = \"./agent.sh\"\nbackend = \"slurm\"\n" + toml,
+		"plan.md": "x\n",
+		// min_interval: the agents ask for wakes seconds away (the default bound is 1m).
+		"cryo.toml": "agent = \"./agent.sh\"\nbackend = \"slurm\"\nmin_interval = \"1s\"\n" + toml,
 		"agent.sh":  agent,
 	} {
 		if err := os.WriteFile(filepath.Join(dir, file), []byte(data), 0o755); err != nil {
@@ -93,7 +94,7 @@ echo "ran $CRYO_SESSION $(tr '\0' '\n' < /proc/$PPID/environ | grep '^SLURM_JOB_
 echo "[CRYO:EXIT 0] session $CRYO_SESSION"
 if [ "$CRYO_SESSION" -lt 3 ]; then echo "[CRYO:WAKE +3s]"; else echo "[CRYO:WAKE +1h]"; fi
 `
-	dir := slurmChamber(t, c, agent, "watch_inbox = false\n\n[slurm]\npartition = \"main\"\nextra_args = [\"--time=10:00\"]\n")
+	dir := slurmChamber(t, c, agent, "watch_inbox = false\n\n[slurm]\npartition = \"main\"\nextra_args = [\"--time=10:00\"]\n\n# The agent looks at its parent, the wake, by PID: a caged session has a PID namespace of its own\n# (the cage on a compute node: TestSlurmWakeSurvivesControllerRestart runs caged).\n[sandbox]\nmode = \"off\"\n")
 	out := mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	if !strings.Contains(out, "slurm holds job ") || !strings.Contains(out, "→ next ") {
 		t.Fatalf("start did not read the job back from Slurm:\n%s", out)
@@ -167,6 +168,11 @@ target = %q
 [webhook]
 timeout = "5s"
 retries = 0
+
+# The agent kills its parent, the wake, by PID: a caged session has a PID namespace of its own
+# (and cannot signal the wake: the point of the cage).
+[sandbox]
+mode = "off"
 `, hooks.url("/hook")))
 	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	waitFor(t, 60*time.Second, "the crashed alert from the dead-man job", func() bool {
@@ -209,7 +215,7 @@ echo "ran $CRYO_SESSION $(tr '\0' '\n' < /proc/$PPID/environ | grep '^SLURM_JOB_
 echo "[CRYO:EXIT 0] session $CRYO_SESSION"
 echo "[CRYO:WAKE +1h]"
 `
-	dir := slurmChamber(t, c, agent, "")
+	dir := slurmChamber(t, c, agent, "# The agent looks at its parent, the wake, by PID: a caged session has a PID namespace of its own\n# (the cage on a compute node: TestSlurmWakeSurvivesControllerRestart runs caged).\n[sandbox]\nmode = \"off\"\n")
 	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	mustCryo(t, 0, env, dir, "send", "--dir", dir, "are the simulations done?")
 	waitFor(t, 60*time.Second, "session 2, woken by the message through a job", func() bool { return strings.Contains(runsOf(dir), "ran 2 ") })

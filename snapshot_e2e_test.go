@@ -113,9 +113,14 @@ func TestSnapshotsDiffRollback(t *testing.T) {
 		t.Skip("git is not installed")
 	}
 	m := systemdtest.Start(t)
-	outside := t.TempDir()
 	// Sessions 1-3 work on the files; later sessions only report what they see, outside the
-	// chamber; a session started while "hold" exists waits for "release" (bounded).
+	// chamber, in a directory the cage lets them write ([sandbox] writable; not under /tmp,
+	// which is the cage's own); a session started while "hold" exists waits for "release"
+	// (bounded).
+	outside := filepath.Join(m.Home, "out")
+	if err := os.MkdirAll(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	agent := `#!/bin/sh
 set -e
 OUT=` + outside + `
@@ -154,7 +159,7 @@ esac
 echo "[CRYO:EXIT 0] ok"
 echo "[CRYO:WAKE +1h]"
 `
-	dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", agent, nil)
+	dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n\n[sandbox]\nwritable = [\""+outside+"\"]\n", agent, nil)
 	// The chamber is a git repository whose hooks and fsmonitor leave a marker when run.
 	marker := filepath.Join(outside, "hook-ran")
 	if out, err := exec.Command(git, "init", "-q", dir).CombinedOutput(); err != nil {

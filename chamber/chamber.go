@@ -179,38 +179,6 @@ func notChamber(dir string) *Error {
 		"%s is not a chamber (it was never started here)", dir)
 }
 
-// human says how far away d is, in the largest units that matter: "in 2h05m", "3m10s ago",
-// "in 3 days", "2 years ago".
-func human(d time.Duration) string {
-	neg := d < 0
-	if neg {
-		d = -d
-	}
-	const day = 24 * time.Hour
-	var s string
-	switch {
-	case d < time.Minute:
-		s = fmt.Sprintf("%ds", int(d.Round(time.Second)/time.Second))
-	case d < time.Hour:
-		s = fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
-	case d < 48*time.Hour:
-		s = fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
-	case d < 60*day:
-		s = fmt.Sprintf("%d days", int(d/day))
-	case d < 2*365*day:
-		s = fmt.Sprintf("%d months", int(d/(30*day)))
-	default:
-		s = fmt.Sprintf("%d years", int(d/(365*day)))
-	}
-	if neg {
-		return s + " ago"
-	}
-	return "in " + s
-}
-
-// Relative prints how far t is from now ("in 2h05m", "3m10s ago").
-func Relative(t, now time.Time) string { return human(t.Sub(now)) }
-
 // exists reports whether p exists (without following a final symlink).
 func exists(p string) bool {
 	_, err := os.Lstat(p)
@@ -222,21 +190,4 @@ func errorsAs[T error](err error) (T, bool) {
 	var t T
 	ok := errors.As(err, &t)
 	return t, ok
-}
-
-// fmtDur prints a duration the way cryo.toml writes it: "6h", "90m", "45s".
-func fmtDur(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
-
-// span says how long d is, readably at any size: "45s", "3m10s", "2h05m", "3 days", "6 years".
-func span(d time.Duration) string {
-	return strings.TrimPrefix(human(d), "in ")
 }

@@ -110,13 +110,6 @@ func Pause(ctx context.Context, env *Env, opts PauseOptions) error {
 	return nil
 }
 
-func untilText(t *time.Time) string {
-	if t == nil {
-		return " until `cryochamber resume`"
-	}
-	return " until " + t.UTC().Format(time.RFC3339)
-}
-
 // ResumeOptions are the options of `cryochamber resume`.
 type ResumeOptions struct {
 	Dir string

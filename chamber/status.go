@@ -426,11 +426,6 @@ func (s *StatusInfo) WriteJSON(w io.Writer) error {
 	return enc.Encode(s)
 }
 
-// When prints a time once, in one format: the chamber's zone (or UTC) and how far from now.
-func When(t time.Time, loc *time.Location, now time.Time) string {
-	return t.In(loc).Format("2006-01-02 15:04:05 MST") + " (" + Relative(t, now) + ")"
-}
-
 // WriteText prints the status for a person. Everything that came from the chamber or the agent
 // goes through the terminal sanitizer.
 func (s *StatusInfo) WriteText(w io.Writer, loc *time.Location, now time.Time) {

@@ -294,17 +294,3 @@ func (r *runner) chamberGone(ctx context.Context) error {
 	}
 	return &Error{Msg: what, Hint: fmt.Sprintf("if you moved it: cryochamber cancel --dir %s, then start it at its new place", r.dir)}
 }
-
-func fmtTime(t *time.Time) string {
-	if t == nil {
-		return "unknown"
-	}
-	return t.UTC().Format(time.RFC3339)
-}
-
-func relTime(t *time.Time, now time.Time) string {
-	if t == nil {
-		return "never"
-	}
-	return Relative(*t, now)
-}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/cryochamber/cryochamber/sessionlog"
@@ -107,7 +106,7 @@ func Cancel(ctx context.Context, env *Env, opts CancelOptions) error {
 	r.heartbeatPause(ctx)  // the monitor expects nothing more
 	r.syncDigestTimer(ctx) // takes this chamber out of the user's digest timer
 	// The channel secrets `sync --install` captured go with the sync timer.
-	if err := os.Remove(r.store.path(filepath.Join("sync", "secrets"))); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(r.store.path(syncSecretsName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		r.warnf("cannot remove the captured channel secrets: %v", err)
 	}
 	if n := r.undelivered(); n > 0 {

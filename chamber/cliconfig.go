@@ -42,8 +42,7 @@ const (
 	maxCLIConfigFiles = 2000
 	maxCLIConfigBytes = 8 << 20
 	maxCLIConfigDepth = 16
-	cliConfigName     = "cli-config.json" // in the private state directory
-	cliConfigTrunc    = "…"               // the key that says the listing stopped
+	cliConfigTrunc    = "…" // the key that says the listing stopped
 )
 
 // cliConfigFingerprint lists the code-bearing CLI configuration in the chamber: each file's

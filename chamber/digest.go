@@ -22,7 +22,7 @@ import (
 // every chamber's digest time (timer/digest.go); `start` and `reload` take the schedule into
 // force, `cancel` takes the chamber out.
 
-const digestName = "digest.json" // in the private state directory: the last digest sent
+// digest.json (digestName, store.go) in the private state directory is the last digest sent.
 
 // digestRecord is digest.json.
 type digestRecord struct {
@@ -210,12 +210,12 @@ func (r *runner) digestSpend(from, to time.Time) string { return "" }
 // digest, never two.
 func (r *runner) historyRows(from, to time.Time) []HistoryRow {
 	from, to = from.Truncate(time.Second), ceilSecond(to)
-	files, _ := filepath.Glob(r.store.path("history-*.jsonl"))
+	files, _ := filepath.Glob(r.store.path(historyGlob))
 	sort.Strings(files)
 	var rows []HistoryRow
 	for _, f := range files {
 		var year int
-		if _, err := fmt.Sscanf(filepath.Base(f), "history-%d.jsonl", &year); err != nil || year < from.UTC().Year() || year > to.UTC().Year() {
+		if _, err := fmt.Sscanf(filepath.Base(f), historyYear, &year); err != nil || year < from.UTC().Year() || year > to.UTC().Year() {
 			continue
 		}
 		// A file that cannot be read counts what was read of it (history_stream.go).

@@ -104,7 +104,7 @@ func hungCheck(ctx context.Context, env *Env, dir string) error {
 		r.printf("%s (no alert: it is not overdue)", holderMessage(r.store, now))
 		return nil
 	}
-	flag := fmt.Sprintf("overdue-%d", r.st.Session)
+	flag := fmt.Sprintf(overdueFlag, r.st.Session)
 	if r.store.flag(flag) {
 		r.printf("%s (already alerted: it is overdue)", holderMessage(r.store, now))
 		return nil

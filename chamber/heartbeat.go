@@ -25,7 +25,6 @@ import (
 const (
 	startPingDeadline = 3 * time.Second
 	endPingDeadline   = 10 * time.Second
-	heartbeatName     = "heartbeat.json"
 )
 
 // HeartbeatRecord is heartbeat.json in the private state directory: what the monitor last

@@ -53,7 +53,7 @@ type HistoryRow struct {
 
 // historyFile is the index file of a year.
 func (s store) historyFile(year int) string {
-	return s.path(fmt.Sprintf("history-%d.jsonl", year))
+	return s.path(fmt.Sprintf(historyYear, year))
 }
 
 // recordHistory appends session n to the index (best effort: the index is a convenience, the
@@ -65,7 +65,7 @@ func (r *runner) recordHistory(f *finishing, m *marker.Result, stop string) {
 	f.recorded = true
 	n, o := f.n, f.o
 	// The session has ended: a later one may be reported overdue again.
-	r.store.clearFlag(fmt.Sprintf("overdue-%d", n))
+	r.store.clearFlag(fmt.Sprintf(overdueFlag, n))
 	due := o.start
 	if f.due != nil {
 		due = *f.due

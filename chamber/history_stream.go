@@ -61,12 +61,12 @@ func (e fnError) Error() string { return e.err.Error() }
 
 // historyFiles are the yearly index files that may hold rows of the range, oldest first.
 func historyFiles(s store, opts HistoryOptions) []string {
-	files, _ := filepath.Glob(s.path("history-*.jsonl"))
+	files, _ := filepath.Glob(s.path(historyGlob))
 	sort.Strings(files)
 	var keep []string
 	for _, f := range files {
 		var year int
-		if _, err := fmt.Sscanf(filepath.Base(f), "history-%d.jsonl", &year); err != nil {
+		if _, err := fmt.Sscanf(filepath.Base(f), historyYear, &year); err != nil {
 			continue
 		}
 		if !opts.Since.IsZero() && year < opts.Since.UTC().Year() || !opts.Until.IsZero() && year > opts.Until.UTC().Year() {

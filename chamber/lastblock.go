@@ -20,7 +20,7 @@ import (
 // (sessionlog.Trusted: the boundary lines are there, nothing but notes follows), and reads the
 // log when it does not match (a process that died before writing it, a log moved aside, another
 // block since). It holds nothing the log does not hold.
-const blockName = "block.json"
+// (Its name, blockName, is in store.go.)
 
 // maxRecordedMarkers bounds the marker lines block.json keeps (in bytes of text): an agent that
 // prints more is read from the log.

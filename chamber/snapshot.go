@@ -24,9 +24,6 @@ import (
 // git repository in the state directory (package snapshot). A snapshot never holds up arming:
 // one that fails is a warning and a notice to the operator, and the session goes on.
 const (
-	snapshotsDir    = "snapshots"            // the repository, in the private state directory
-	rolledBackName  = "rolled-back"          // a rollback the next session's prompt must tell
-	snapFailingName = "snapshots-failing"    // the last snapshot failed (one notice per streak)
 	snapshotTimeout = 5 * time.Minute        // one snapshot, compaction included
 	gitProgram      = "git"                  // looked up on the chamber's PATH, never in it
 	snapPrompt      = "the operator rolled " // the start of the prompt's rollback line

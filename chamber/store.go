@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cryochamber/cryochamber/channel"
 	"github.com/cryochamber/cryochamber/internal/atomicfile"
 	"github.com/cryochamber/cryochamber/internal/flock"
 	"github.com/cryochamber/cryochamber/timer"
@@ -32,6 +33,21 @@ const (
 	launchdErr     = "launchd.err"    // launchd's StandardErrorPath
 	todoArchive    = "todo-archive"   // done TODOs rotated out of todo.json, one file per year
 	historyName    = "history.jsonl"  // one line per finished session
+
+	// The rest of the private state, named here so that one place lists every file
+	// cryochamber keeps outside the chamber (docs/DESIGN.md describes them).
+	historyYear     = "history-%d.jsonl"  // the index of one year's sessions (history.go)
+	historyGlob     = "history-*.jsonl"   // every year's index
+	overdueFlag     = "overdue-%d"        // the dead-man told that session %d hangs (fallback.go)
+	blockName       = "block.json"        // the latest block this program closed (lastblock.go)
+	heartbeatName   = "heartbeat.json"    // the monitor's last answer (heartbeat.go)
+	digestName      = "digest.json"       // the last digest sent (digest.go)
+	cliConfigName   = "cli-config.json"   // the code-bearing CLI configuration's fingerprint (cliconfig.go)
+	snapshotsDir    = "snapshots"         // the snapshots' repository (snapshot.go)
+	rolledBackName  = "rolled-back"       // a rollback the next session's prompt must tell
+	snapFailingName = "snapshots-failing" // the last snapshot failed (one notice per streak)
+	syncSecretsName = "sync/secrets"      // the channel secrets `sync --install` captured (sync.go)
+	syncDir         = channel.SyncDir     // what each channel synced, kept by package channel
 )
 
 // store is one chamber's private state directory.

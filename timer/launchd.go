@@ -87,7 +87,7 @@ type launchdAgent struct {
 	Label            string   `plist:"Label"`
 	ProgramArguments []string `plist:"ProgramArguments"`
 	WorkingDirectory string   `plist:"WorkingDirectory"`
-	// EnvironmentVariables holds PATH and HOME only: a plist in ~/Library/LaunchAgents is
+	// EnvironmentVariables holds PATH, HOME and XDG_STATE_HOME only: a plist in ~/Library/LaunchAgents is
 	// world-readable, so the agent's other variables stay in the 0600 environment file.
 	EnvironmentVariables  map[string]string `plist:"EnvironmentVariables,omitempty"`
 	StandardOutPath       string            `plist:"StandardOutPath"`
@@ -173,8 +173,10 @@ func checkArgv(argv []string) error {
 	return nil
 }
 
-// plistEnv turns Chamber.Env into EnvironmentVariables. Only PATH and HOME are accepted: the
-// plist is world-readable, and a secret put in Env by mistake must not land in it.
+// plistEnv turns Chamber.Env into EnvironmentVariables. Only PATH, HOME and XDG_STATE_HOME
+// (paths, which every job needs to find the program and the private state it was armed with)
+// are accepted: the plist is world-readable, and a secret put in Env by mistake must not land
+// in it.
 func plistEnv(env []string) (map[string]string, error) {
 	if len(env) == 0 {
 		return nil, nil
@@ -185,8 +187,8 @@ func plistEnv(env []string) (map[string]string, error) {
 		if !ok {
 			return nil, fmt.Errorf("environment entry %q is not NAME=value", kv)
 		}
-		if k != "PATH" && k != "HOME" {
-			return nil, fmt.Errorf("environment variable %s: only PATH and HOME go into a plist (it is world-readable); the others belong in the environment file", k)
+		if k != "PATH" && k != "HOME" && k != "XDG_STATE_HOME" {
+			return nil, fmt.Errorf("environment variable %s: only PATH, HOME and XDG_STATE_HOME go into a plist (it is world-readable); the others belong in the environment file", k)
 		}
 		if _, dup := m[k]; dup {
 			return nil, fmt.Errorf("environment variable %s given twice", k)

@@ -430,7 +430,7 @@ func TestLaunchdPlistRefuses(t *testing.T) {
 		{"long dir", with(func(c *Chamber) { c.Dir = "/" + strings.Repeat("d", maxMacPath) }), ok, time.UTC, "longer than 1023 bytes (PATH_MAX on macOS)"},
 		{"no stdout", with(func(c *Chamber) { c.Stdout = "" }), ok, time.UTC, "no stdout path given"},
 		{"relative stderr", with(func(c *Chamber) { c.Stderr = "err.log" }), ok, time.UTC, `stderr path "err.log" is not absolute`},
-		{"secret in env", with(func(c *Chamber) { c.Env = append(c.Env, "OPENAI_API_KEY=sk") }), ok, time.UTC, "environment variable OPENAI_API_KEY: only PATH and HOME"},
+		{"secret in env", with(func(c *Chamber) { c.Env = append(c.Env, "OPENAI_API_KEY=sk") }), ok, time.UTC, "environment variable OPENAI_API_KEY: only PATH, HOME and XDG_STATE_HOME"},
 		{"env not NAME=value", with(func(c *Chamber) { c.Env = []string{"PATH"} }), ok, time.UTC, `environment entry "PATH" is not NAME=value`},
 		{"env twice", with(func(c *Chamber) { c.Env = append(c.Env, "PATH=/bin") }), ok, time.UTC, "environment variable PATH given twice"},
 		{"env newline", with(func(c *Chamber) { c.Env = []string{"HOME=/a\nb"} }), ok, time.UTC, "value of HOME"},
@@ -461,6 +461,22 @@ func TestLaunchdPlistNoEnvironment(t *testing.T) {
 	}
 	if bytes.Contains(data, []byte("EnvironmentVariables")) {
 		t.Errorf("a chamber without Env got EnvironmentVariables:\n%s", data)
+	}
+}
+
+// A chamber started with XDG_STATE_HOME set keeps it in its plists: its jobs must find the
+// private state it was started with (issue 24). Before, the variable was refused, and start on
+// launchd failed at step 4 for every chamber started so.
+func TestLaunchdPlistKeepsStateHome(t *testing.T) {
+	g := launchdFixtures()[0]
+	c := g.c
+	c.Env = append(c.Env, "XDG_STATE_HOME=/Users/me/state")
+	data, err := LaunchdPlist(c, Job{Kind: Wake, At: g.at, Argv: []string{g.bin, "wake"}}, time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(data, []byte("<key>XDG_STATE_HOME</key>")) || !bytes.Contains(data, []byte("<string>/Users/me/state</string>")) {
+		t.Errorf("XDG_STATE_HOME is not in the plist:\n%s", data)
 	}
 }
 

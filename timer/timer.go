@@ -41,7 +41,7 @@ type Chamber struct {
 	Dir     string // absolute path of the chamber
 	EnvFile string // absolute path of the 0600 environment file (PATH, HOME, agent_env)
 	// Env is the environment given literally where the OS has no environment file (launchd's
-	// EnvironmentVariables). It holds PATH and HOME only, never a secret.
+	// EnvironmentVariables). It holds PATH, HOME and XDG_STATE_HOME only, never a secret.
 	Env []string
 	// Stdout and Stderr are where launchd writes the job's output (systemd uses the journal).
 	Stdout, Stderr string

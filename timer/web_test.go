@@ -187,7 +187,7 @@ func TestWebUnitsRefuse(t *testing.T) {
 		{"a socket ending in a space", with(func(w *WebServer) { w.Socket = "/run/web.sock " }), "ends in whitespace", ""},
 		{"a binary with a quote", with(func(w *WebServer) { w.Argv[0] = `/opt/x"y/cryochamber` }), "cannot express", ""},
 		{"an argument with a newline", with(func(w *WebServer) { w.Argv[2] = "a\n[Service]" }), "line break", "line break"},
-		{"a secret in the plist", with(func(w *WebServer) { w.Env = append(w.Env, "TOKEN=x") }), "", "only PATH and HOME"},
+		{"a secret in the plist", with(func(w *WebServer) { w.Env = append(w.Env, "TOKEN=x") }), "", "only PATH, HOME and XDG_STATE_HOME"},
 		{"a relative log", with(func(w *WebServer) { w.Stdout = "web.log" }), "", "is not absolute"},
 	}
 	for _, c := range cases {

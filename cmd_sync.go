@@ -5,11 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
-	"reflect"
-	"slices"
 	"strings"
 	"time"
 
@@ -18,14 +14,8 @@ import (
 	"github.com/cryochamber/cryochamber/chamber"
 	"github.com/cryochamber/cryochamber/channel"
 	"github.com/cryochamber/cryochamber/fallback"
-	"github.com/cryochamber/cryochamber/internal/atomicfile"
 	"github.com/cryochamber/cryochamber/internal/termtext"
-	"github.com/cryochamber/cryochamber/timer"
 )
-
-// syncSecretsFile (in the chamber's sync state directory, mode 0600) holds the channel secrets
-// `sync --install` captured from the operator's environment, for the syncs the timer runs.
-const syncSecretsFile = "secrets"
 
 func syncCommand(env *chamber.Env) *cli.Command {
 	return &cli.Command{
@@ -78,129 +68,36 @@ type syncOptions struct {
 }
 
 func runSync(ctx context.Context, env *chamber.Env, o syncOptions) error {
-	dir, err := chamber.AbsDir(o.Dir)
+	c, err := chamber.OpenSync(env, o.Dir)
 	if err != nil {
 		return err
 	}
-	if env.StateDir == "" {
-		return &chamber.Error{Kind: chamber.Usage, Msg: "no state directory", Hint: "set HOME (or XDG_STATE_HOME)"}
-	}
-	if _, err := os.Stat(chamber.StatePath(env.StateDir, dir)); err != nil {
-		return &chamber.Error{Kind: chamber.Usage, Msg: dir + " is not a chamber (it was never started here)", Hint: "start one with: cryochamber start " + filepath.Join(dir, chamber.DefaultPlan)}
-	}
-	s := &syncRun{env: env, dir: dir, id: timer.ID(dir)}
-	s.state = filepath.Join(env.StateDir, "chambers", s.id)
+	defer c.Close()
+	s := &syncRun{env: env, c: c, dir: c.Dir(), id: c.ID()}
 	switch {
 	case o.Status:
 		return s.status(o.JSON)
 	case o.Remove:
-		return s.remove(ctx)
+		return c.Remove(ctx)
 	}
-	cfg, err := s.acceptedConfig()
+	cfg, err := c.Config()
 	if err != nil {
 		return err
 	}
 	if o.Install {
-		return s.install(ctx, cfg)
+		return c.Install(ctx, cfg)
 	}
 	return s.once(ctx, cfg)
 }
 
+// syncRun is one `cryochamber sync`: the chamber's private state (where the channels keep
+// their records, the secrets, the sync timer) is package chamber's (chamber.Sync); this file
+// builds the channels and reports what they did.
 type syncRun struct {
-	env   *chamber.Env
-	dir   string
-	id    string
-	state string // the chamber's private state directory
-}
-
-// acceptedConfig is the cryo.toml the operator accepted at start or reload, which is what
-// decides who may write to the agent and where its words go. The chamber's own copy is only
-// compared, to say when an edit waits for `reload`.
-func (s *syncRun) acceptedConfig() (*chamber.Config, error) {
-	data, err := readSmall(filepath.Join(s.state, chamber.ConfigFile), 1<<20)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, &chamber.Error{Kind: chamber.Usage, Msg: "the chamber has no accepted configuration",
-			Hint: "start it (cryochamber start), or run `cryochamber reload --dir " + s.dir + "` after adding [channels] to cryo.toml"}
-	}
-	if err != nil {
-		return nil, &chamber.Error{Msg: "cannot read the accepted configuration", Err: err}
-	}
-	cfg, err := chamber.ParseConfig(chamber.ConfigFile+" (as accepted)", data, s.env.Local)
-	if err != nil {
-		return nil, &chamber.Error{Kind: chamber.Usage, Err: err, Hint: "fix cryo.toml, then run `cryochamber reload --dir " + s.dir + "`"}
-	}
-	if cfg.Channels == nil || cfg.Channels.Email == nil && cfg.Channels.GitHub == nil && cfg.Channels.Zulip == nil {
-		return nil, &chamber.Error{Kind: chamber.Usage, Msg: "no channel in the accepted cryo.toml",
-			Hint: "add [channels.email], [channels.github] or [channels.zulip] to cryo.toml (`cryochamber init` in an empty directory shows them), then run `cryochamber reload --dir " + s.dir + "`"}
-	}
-	if own, err := chamber.LoadConfig(s.dir, s.env.Local); err == nil && !reflect.DeepEqual(own.Channels, cfg.Channels) {
-		fmt.Fprintf(s.env.Stderr, "cryochamber: warning: [channels] in %s differs from the accepted one, which is what sync uses; run `cryochamber reload --dir %s` to accept the change\n",
-			filepath.Join(s.dir, chamber.ConfigFile), s.dir)
-	}
-	return cfg, nil
-}
-
-func readSmall(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
-	}
-	return data, nil
-}
-
-// captured reads an environment file of the state directory (nil when absent or unreadable).
-func (s *syncRun) captured(path string) []string {
-	data, err := readSmall(path, timer.MaxEnvFile)
-	if err != nil {
-		return nil
-	}
-	vars, err := timer.ParseEnvFile(data)
-	if err != nil {
-		return nil
-	}
-	return vars
-}
-
-func lookup(env []string, name string) (string, bool) {
-	for i := len(env) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(env[i], name+"="); ok {
-			return v, true
-		}
-	}
-	return "", false
-}
-
-// secret resolves a channel secret when the channel first needs it: a variable of this
-// process's environment, else the one `sync --install` captured, else the alert secrets
-// captured at start; or what a command prints (run with the chamber's PATH).
-func (s *syncRun) secret(what, envName string, command []string) func(context.Context) (string, error) {
-	return func(ctx context.Context) (string, error) {
-		if envName != "" {
-			if v, ok := lookup(s.env.Environ, envName); ok && v != "" {
-				return v, nil
-			}
-			for _, f := range []string{filepath.Join(s.state, channel.SyncDir, syncSecretsFile), filepath.Join(s.state, chamber.SecretsFile)} {
-				if v, ok := lookup(s.captured(f), envName); ok && v != "" {
-					return v, nil
-				}
-			}
-			return "", fmt.Errorf("%s: %s is not set: export it and run `cryochamber sync --install --dir %s` (it is kept, mode 0600, outside the chamber)", what, envName, s.dir)
-		}
-		environ := append(s.captured(filepath.Join(s.state, chamber.EnvFileName)), s.env.Environ...)
-		v, err := fallback.PasswordFrom(ctx, environ, "", command)
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", what, err)
-		}
-		return v, nil
-	}
+	env *chamber.Env
+	c   *chamber.Sync
+	dir string
+	id  string
 }
 
 // channels builds the configured channels.
@@ -217,10 +114,10 @@ func (s *syncRun) channels(cfg *chamber.Config) ([]channel.Channel, error) {
 				if smtp.PasswordEnv == "" && len(smtp.PasswordCommand) == 0 {
 					return "", nil
 				}
-				return s.secret("the SMTP password ([email])", smtp.PasswordEnv, smtp.PasswordCommand)(ctx)
+				return s.c.Secret("the SMTP password ([email])", smtp.PasswordEnv, smtp.PasswordCommand)(ctx)
 			},
 			IMAP: channel.IMAPConfig{Host: e.IMAPHost, Port: e.IMAPPort, TLS: e.IMAPTLS, Username: e.IMAPUsername, Mailbox: e.Mailbox,
-				Password: s.secret("the IMAP password ([channels.email])", e.PasswordEnv, e.PasswordCommand)},
+				Password: s.c.Secret("the IMAP password ([channels.email])", e.PasswordEnv, e.PasswordCommand)},
 			Summaries: *e.Summaries,
 		})
 		if err != nil {
@@ -230,7 +127,7 @@ func (s *syncRun) channels(cfg *chamber.Config) ([]channel.Channel, error) {
 	}
 	if g := ch.GitHub; g != nil {
 		c, err := channel.NewGitHub(channel.GitHubConfig{APIURL: g.APIURL, Repo: g.Repo, Issue: g.Issue, AllowedUsers: g.AllowedUsers,
-			Token: s.secret("the GitHub token ([channels.github])", g.TokenEnv, g.TokenCommand), Summaries: *g.Summaries})
+			Token: s.c.Secret("the GitHub token ([channels.github])", g.TokenEnv, g.TokenCommand), Summaries: *g.Summaries})
 		if err != nil {
 			return nil, err
 		}
@@ -246,7 +143,7 @@ func (s *syncRun) channels(cfg *chamber.Config) ([]channel.Channel, error) {
 			}
 		}
 		c, err := channel.NewZulip(channel.ZulipConfig{Site: z.Site, Email: z.Email, Stream: z.Stream, Topic: topic, AllowedUsers: z.AllowedUsers,
-			APIKey: s.secret("the Zulip API key ([channels.zulip])", z.TokenEnv, z.TokenCommand), Summaries: *z.Summaries})
+			APIKey: s.c.Secret("the Zulip API key ([channels.zulip])", z.TokenEnv, z.TokenCommand), Summaries: *z.Summaries})
 		if err != nil {
 			return nil, err
 		}
@@ -262,13 +159,13 @@ func (s *syncRun) once(ctx context.Context, cfg *chamber.Config) error {
 		return &chamber.Error{Kind: chamber.Usage, Err: err, Hint: "fix [channels] in cryo.toml, then run `cryochamber reload`"}
 	}
 	var sum *channel.Summary
-	if st, err := chamber.LoadState(s.env.StateDir, s.dir); err == nil && st.Last != nil {
+	if last := s.c.Last(); last != nil {
 		// The summary is the agent's own words (untrusted text): it only decides what is
 		// published, never where.
-		sum = &channel.Summary{Session: st.Last.Session, Exit: st.Last.Exit, Text: st.Last.Summary, End: st.Last.End}
+		sum = &channel.Summary{Session: last.Session, Exit: last.Exit, Text: last.Summary, End: last.End}
 	}
 	results, err := channel.Run(ctx, channel.Options{
-		Dir: s.dir, ID: s.id, StateDir: s.state, Channels: chans, Summary: sum,
+		Dir: s.dir, ID: s.id, StateDir: s.c.StateDir(), Channels: chans, Summary: sum,
 		Now: s.env.Now, Checkpoint: s.env.Checkpoint, MaxPerDay: cfg.Channels.MaxPerDay,
 	})
 	if errors.Is(err, channel.ErrBusy) {
@@ -339,129 +236,9 @@ func (s *syncRun) once(ctx context.Context, cfg *chamber.Config) error {
 	return nil
 }
 
-// install captures the channels' secrets and arms the sync timer.
-func (s *syncRun) install(ctx context.Context, cfg *chamber.Config) error {
-	envFile := filepath.Join(s.state, chamber.EnvFileName)
-	if _, err := os.Stat(envFile); err != nil {
-		return &chamber.Error{Kind: chamber.Usage, Msg: "the chamber's environment file is missing (" + err.Error() + ")", Hint: "start the chamber (or run `cryochamber reload`) first"}
-	}
-	bin := s.env.Binary
-	if bin == "" || strings.Contains(bin, "/go-build") {
-		return &chamber.Error{Kind: chamber.Usage, Msg: "cryochamber is running from a temporary build: the timer would run a file that `go` deletes", Hint: "install it (make build, then copy bin/cryochamber to ~/.local/bin) and run sync --install again"}
-	}
-	if err := s.captureSecrets(cfg); err != nil {
-		return err
-	}
-	backend := cfg.Backend
-	if backend == "" {
-		if st, err := chamber.LoadState(s.env.StateDir, s.dir); err == nil && (st.Backend == "systemd" || st.Backend == "launchd" || st.Backend == "slurm") {
-			backend = st.Backend
-		}
-	}
-	be, err := s.env.OpenBackend(ctx, backend)
-	if err != nil {
-		return &chamber.Error{Msg: "cannot reach the timer manager", Err: err}
-	}
-	defer be.Close()
-	p, ok := be.(timer.Poller)
-	if !ok {
-		return &chamber.Error{Msg: "the " + be.Name() + " backend cannot run a repeating timer"}
-	}
-	syncDir := filepath.Join(s.state, channel.SyncDir)
-	tc := timer.Chamber{ID: s.id, Dir: s.dir, EnvFile: envFile,
-		Env:    []string{"PATH=" + s.env.Getenv("PATH"), "HOME=" + s.env.Getenv("HOME")},
-		Stdout: filepath.Join(syncDir, "launchd.out"), Stderr: filepath.Join(syncDir, "launchd.err"),
-		Cluster: cfg.SbatchArgs()} // [slurm]: the sync jobs run where the sessions do
-	if captured := s.captured(envFile); captured != nil {
-		// What start captured: the syncs run with the chamber's PATH and HOME.
-		tc.Env = nil
-		for _, k := range []string{"PATH", "HOME"} {
-			if v, ok := lookup(captured, k); ok {
-				tc.Env = append(tc.Env, k+"="+v)
-			}
-		}
-	}
-	every := cfg.Channels.PollInterval.D
-	if err := p.ArmPoll(ctx, tc, every, []string{bin, "sync", "--dir", s.dir}); err != nil {
-		return &chamber.Error{Msg: "cannot arm the sync timer", Err: err}
-	}
-	fmt.Fprintf(s.env.Stdout, "sync timer armed: every %v (`cryochamber sync --dir %s` syncs now; `sync --status` shows how the last one went)\n", every, s.dir)
-	for _, w := range be.Warnings(ctx) {
-		fmt.Fprintf(s.env.Stderr, "cryochamber: warning: %s\n", w)
-	}
-	return nil
-}
-
-// captureSecrets writes the channels' environment secrets, taken from this process's
-// environment, to sync/secrets (0600, outside the chamber). A secret missing here but captured
-// before is kept.
-func (s *syncRun) captureSecrets(cfg *chamber.Config) error {
-	syncDir := filepath.Join(s.state, channel.SyncDir)
-	for _, d := range []string{s.state, syncDir} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return &chamber.Error{Err: err}
-		}
-		if err := os.Chmod(d, 0o700); err != nil {
-			return &chamber.Error{Err: err}
-		}
-	}
-	path := filepath.Join(syncDir, syncSecretsFile)
-	before := s.captured(path)
-	names := cfg.ChannelSecretNames()
-	if e := cfg.Email; e != nil && cfg.Channels.Email != nil && e.PasswordEnv != "" && !slices.Contains(names, e.PasswordEnv) {
-		names = append(names, e.PasswordEnv)
-	}
-	var vars []string
-	for _, k := range names {
-		v, ok := lookup(s.env.Environ, k)
-		if !ok || v == "" {
-			v, ok = lookup(before, k)
-		}
-		if !ok || v == "" {
-			return &chamber.Error{Kind: chamber.Usage, Msg: "cryo.toml names " + k + " for a channel, but it is not set",
-				Hint: "export " + k + " and run `cryochamber sync --install` again (it is kept, mode 0600, outside the chamber, and never given to the agent)"}
-		}
-		vars = append(vars, k+"="+v)
-	}
-	data, err := timer.FormatEnvFile(vars)
-	if err != nil {
-		return &chamber.Error{Kind: chamber.Usage, Msg: "cannot capture the channel secrets", Err: err, Hint: "a secret must be one line"}
-	}
-	if err := atomicfile.Write(path, data, 0o600); err != nil {
-		return &chamber.Error{Msg: "cannot capture the channel secrets", Err: err}
-	}
-	return nil
-}
-
-// remove disarms the sync timer and forgets the captured secrets; what was synced stays
-// recorded, so a later install goes on where this one stopped.
-func (s *syncRun) remove(ctx context.Context) error {
-	backend := ""
-	if cfg, err := s.acceptedConfig(); err == nil {
-		backend = cfg.Backend
-	}
-	be, err := s.env.OpenBackend(ctx, backend)
-	if err != nil {
-		return &chamber.Error{Msg: "cannot reach the timer manager", Err: err}
-	}
-	defer be.Close()
-	p, ok := be.(timer.Poller)
-	if !ok {
-		return &chamber.Error{Msg: "the " + be.Name() + " backend has no sync timer"}
-	}
-	if err := p.DisarmPoll(ctx, s.id); err != nil {
-		return &chamber.Error{Msg: "cannot remove the sync timer", Err: err}
-	}
-	if err := os.Remove(filepath.Join(s.state, channel.SyncDir, syncSecretsFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return &chamber.Error{Msg: "removed the sync timer, but not the captured secrets", Err: err}
-	}
-	fmt.Fprintln(s.env.Stdout, "sync timer removed")
-	return nil
-}
-
 // status prints each channel's last sync.
 func (s *syncRun) status(asJSON bool) error {
-	list, err := channel.LastSync(s.state)
+	list, err := channel.LastSync(s.c.StateDir())
 	if err != nil {
 		return &chamber.Error{Err: err}
 	}

@@ -279,7 +279,24 @@ func migrateLegacy(env *Env, dir string, s store) error {
 func (r *runner) syncTimer(ctx context.Context) {
 	ch := r.cfg.Channels
 	on := ch != nil && (ch.Email != nil || ch.GitHub != nil || ch.Zulip != nil)
-	err := r.withBackend(ctx, func(be timer.Backend) error {
+	err := r.armSync(ctx)
+	switch {
+	case err != nil && on:
+		r.warnf("cannot arm the sync timer ([channels]): %v; `cryochamber sync --install --dir %s` tries again", err, r.dir)
+	case err != nil:
+		r.warnf("cannot remove the sync timer: %v", err)
+	case on:
+		r.printf("sync timer armed: `cryochamber sync` every %s", fmtDur(ch.PollInterval.D))
+	}
+}
+
+// armSync is the one way the sync timer is armed (start, reload, `sync --install`) or removed
+// (no channel): with the chamber's timer description (timerChamber: the captured PATH, HOME and
+// XDG_STATE_HOME; on launchd the output files the wake rotates) and the binary the wake runs.
+func (r *runner) armSync(ctx context.Context) error {
+	ch := r.cfg.Channels
+	on := ch != nil && (ch.Email != nil || ch.GitHub != nil || ch.Zulip != nil)
+	return r.withBackend(ctx, func(be timer.Backend) error {
 		p, ok := be.(timer.Poller)
 		switch {
 		case !ok && on:
@@ -291,12 +308,4 @@ func (r *runner) syncTimer(ctx context.Context) {
 		}
 		return p.DisarmPoll(ctx, r.id)
 	})
-	switch {
-	case err != nil && on:
-		r.warnf("cannot arm the sync timer ([channels]): %v; `cryochamber sync --install --dir %s` tries again", err, r.dir)
-	case err != nil:
-		r.warnf("cannot remove the sync timer: %v", err)
-	case on:
-		r.printf("sync timer armed: `cryochamber sync` every %s", fmtDur(ch.PollInterval.D))
-	}
 }

@@ -32,7 +32,9 @@ operator's alert targets as down, once, and once when it works again.
 
 sync uses the cryo.toml accepted at start or reload (the agent can edit the chamber's copy).
 Secrets (token_env, password_env) come from the environment; --install captures them, mode
-0600, outside the chamber, for the syncs the timer runs. The agent never sees them.
+0600, outside the chamber, for the syncs the timer runs. The agent never sees them. What was
+captured wins over the environment a sync runs in (as for alerts): after changing a secret,
+run sync --install again.
 
    cryochamber sync              sync once now
    cryochamber sync --install    arm the sync timer (every poll_interval; start arms it too)

@@ -260,17 +260,8 @@ func (r *runner) deliverOne(ctx context.Context, env []string, a *pendingAlert, 
 	return fmt.Errorf("unknown action %q", t.Action)
 }
 
-// alertEnv is the environment delivery runs with: this process's, the captured one, and the
-// captured secrets (from the private state directory, never from the chamber).
-func (r *runner) alertEnv() []string {
-	env := mergeEnv(r.env.Environ, r.capturedEnv())
-	if data, err := r.store.read(SecretsFile, 1<<20); err == nil {
-		if vars, err := timer.ParseEnvFile(data); err == nil {
-			env = mergeEnv(env, vars)
-		}
-	}
-	return env
-}
+// alertEnv is the environment delivery runs with (secretEnv: start's captures win).
+func (r *runner) alertEnv() []string { return r.secretEnv() }
 
 // writeOutboxCopy writes the alert to messages/outbox/ under a name derived from its ID, so a
 // second attempt finds it there (os.ErrExist).

@@ -35,13 +35,7 @@ func (r *runner) capturedEnv() []string {
 		return r.envVars
 	}
 	r.envLoaded = true
-	data, err := r.store.read(EnvFileName, 1<<20)
-	if err != nil {
-		return nil
-	}
-	if r.envVars, err = timer.ParseEnvFile(data); err != nil {
-		r.envVars = nil
-	}
+	r.envVars = r.readEnvFile(EnvFileName)
 	return r.envVars
 }
 
@@ -103,4 +97,32 @@ func withoutVars(env, names []string) []string {
 		}
 	}
 	return out
+}
+
+// secretEnv is the one environment a secret is looked up in, by alert delivery and by sync
+// alike, ranked so that what was captured outside the chamber wins over the environment of the
+// process that runs now (a timer's, or the shell of an operator who exported an old value):
+// this process's environment, overlaid by the environment file start captured, then start's
+// secrets file, then the captures named in also (sync/secrets for the channels), each later
+// source winning. A changed secret is taken by capturing it again: `reload` for start's,
+// `sync --install` for the channels'.
+func (r *runner) secretEnv(also ...string) []string {
+	env := mergeEnv(r.env.Environ, r.capturedEnv())
+	for _, name := range append([]string{SecretsFile}, also...) {
+		env = mergeEnv(env, r.readEnvFile(name))
+	}
+	return env
+}
+
+// readEnvFile reads an environment file of the private state (nil when absent or unreadable).
+func (r *runner) readEnvFile(name string) []string {
+	data, err := r.store.read(name, timer.MaxEnvFile)
+	if err != nil {
+		return nil
+	}
+	vars, err := timer.ParseEnvFile(data)
+	if err != nil {
+		return nil
+	}
+	return vars
 }

@@ -92,37 +92,19 @@ func (s *Sync) Config() (*Config, error) {
 func (s *Sync) Secret(what, envName string, command []string) func(context.Context) (string, error) {
 	r := s.r
 	return func(ctx context.Context) (string, error) {
+		environ := r.secretEnv(syncSecretsName)
 		if envName != "" {
-			if v, ok := lookupEnv(r.env.Environ, envName); ok && v != "" {
+			if v, ok := lookupEnv(environ, envName); ok && v != "" {
 				return v, nil
-			}
-			for _, f := range []string{syncSecretsName, SecretsFile} {
-				if v, ok := lookupEnv(r.readEnvFile(f), envName); ok && v != "" {
-					return v, nil
-				}
 			}
 			return "", fmt.Errorf("%s: %s is not set: export it and run `cryochamber sync --install --dir %s` (it is kept, mode 0600, outside the chamber)", what, envName, r.dir)
 		}
-		environ := append(r.readEnvFile(EnvFileName), r.env.Environ...)
 		v, err := fallback.PasswordFrom(ctx, environ, "", command)
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", what, err)
 		}
 		return v, nil
 	}
-}
-
-// readEnvFile reads an environment file of the private state (nil when absent or unreadable).
-func (r *runner) readEnvFile(name string) []string {
-	data, err := r.store.read(name, timer.MaxEnvFile)
-	if err != nil {
-		return nil
-	}
-	vars, err := timer.ParseEnvFile(data)
-	if err != nil {
-		return nil
-	}
-	return vars
 }
 
 // Install captures the channels' secrets and arms the sync timer, the way start does.

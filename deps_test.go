@@ -43,6 +43,7 @@ var depRules = []depRule{
 	{pkg: "web", direct: []string{"internal/confined", "message", "sessionlog", "agent", "os/exec", "internal/program"}, deps: testOnly,
 		why: "open a chamber's files or its private state (it calls the chamber package's API)"},
 	{pkg: "internal/launchdsock", deps: []string{module + "/"}, why: "open a socket itself"},
+	{pkg: "internal/envvars", direct: []string{"os"}, deps: []string{module + "/"}, why: "read or change the process's environment"},
 }
 
 // full turns a rule's name into an import path (names of this module are relative).

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/cryochamber/cryochamber/internal/envvars"
 )
 
 // Placeholders an argv template may contain. A word may hold other text around them
@@ -208,12 +210,5 @@ func dedupEnv(env []string) []string {
 	return out
 }
 
-// lookupEnv returns the value of the last entry for key in env.
-func lookupEnv(env []string, key string) (string, bool) {
-	for i := len(env) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
-			return v, true
-		}
-	}
-	return "", false
-}
+// lookupEnv returns the value of the last entry for key in env (the one lookup, envvars).
+var lookupEnv = envvars.Lookup

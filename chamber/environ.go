@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cryochamber/cryochamber/internal/envvars"
 	"github.com/cryochamber/cryochamber/timer"
 )
 
@@ -57,14 +58,8 @@ func (r *runner) launchdEnv() []string {
 	return out
 }
 
-func lookupEnv(environ []string, k string) (string, bool) {
-	for i := len(environ) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(environ[i], k+"="); ok {
-			return v, true
-		}
-	}
-	return "", false
-}
+// lookupEnv is the one lookup of a variable in an environment list (the last entry wins).
+var lookupEnv = envvars.Lookup
 
 // mergeEnv overlays vars on base: later keys win, order of first appearance kept.
 func mergeEnv(base, vars []string) []string {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cryochamber/cryochamber/internal/program"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/cryochamber/cryochamber/internal/envvars"
+	"github.com/cryochamber/cryochamber/internal/program"
 )
 
 // Bounds on a password command: it is a helper such as `pass show smtp`, not a job.
@@ -45,15 +47,8 @@ func PasswordFrom(ctx context.Context, env []string, passwordEnv string, passwor
 	return "", nil
 }
 
-// lookupEnv finds name in env; the last entry wins, as it does for os/exec.
-func lookupEnv(env []string, name string) (string, bool) {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
-			return v, true
-		}
-	}
-	return "", false
-}
+// lookupEnv finds name in env; the last entry wins, as it does for os/exec (envvars).
+var lookupEnv = envvars.Lookup
 
 func runPasswordCommand(ctx context.Context, env []string, argv []string) (string, error) {
 	name := argv[0]

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/internal/atomicfile"
+	"github.com/cryochamber/cryochamber/internal/envvars"
 	"github.com/cryochamber/cryochamber/internal/program"
 )
 
@@ -308,14 +309,8 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-func lookupEnviron(environ []string, name string) (string, bool) {
-	for i := len(environ) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(environ[i], "="); ok && k == name {
-			return v, true
-		}
-	}
-	return "", false
-}
+// lookupEnviron finds name in environ; the last entry wins (envvars: the one lookup).
+var lookupEnviron = envvars.Lookup
 
 // SlurmJob is one job of a chamber as squeue shows it: what `status --json` lists.
 type SlurmJob struct {

@@ -3,13 +3,13 @@ package chamber
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/cryochamber/cryochamber/channel"
 	"github.com/cryochamber/cryochamber/internal/atomicfile"
+	"github.com/cryochamber/cryochamber/internal/confined"
 	"github.com/cryochamber/cryochamber/internal/flock"
 	"github.com/cryochamber/cryochamber/timer"
 )
@@ -79,21 +79,9 @@ func (s store) write(name string, data []byte, beforeRename func()) error {
 	return atomicfile.WriteHook(s.path(name), data, 0o600, beforeRename)
 }
 
-// read reads a file of the store, bounded.
+// read reads a file of the store, bounded (the one bounded read, confined.ReadPath).
 func (s store) read(name string, limit int64) ([]byte, error) {
-	f, err := os.Open(s.path(name))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is more than the %d bytes allowed", s.path(name), limit)
-	}
-	return data, nil
+	return confined.ReadPath(s.path(name), limit)
 }
 
 // flag reports whether a marker file (cancelled, wake-request) is present.

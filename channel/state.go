@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/internal/atomicfile"
+	"github.com/cryochamber/cryochamber/internal/confined"
 	"github.com/cryochamber/cryochamber/internal/flock"
 )
 
@@ -120,12 +120,9 @@ func loadState(dir, name string) (*State, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxStateFile+1))
+	data, err := confined.ReadAll(f, f.Name(), maxStateFile)
 	if err != nil {
 		return nil, err
-	}
-	if len(data) > maxStateFile {
-		return nil, fmt.Errorf("%s is larger than %d bytes", f.Name(), maxStateFile)
 	}
 	var st State
 	if err := json.Unmarshal(data, &st); err != nil {

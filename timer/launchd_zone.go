@@ -20,12 +20,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/cryochamber/cryochamber/internal/confined"
 )
 
 // maxZoneFile bounds a TZif file (the largest in the tz database are a few KiB).
@@ -114,12 +115,9 @@ func readZoneFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("read the system time zone: %w", err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxZoneFile+1))
+	data, err := confined.ReadAll(f, path, maxZoneFile)
 	if err != nil {
-		return nil, fmt.Errorf("read the system time zone %s: %w", path, err)
-	}
-	if len(data) > maxZoneFile {
-		return nil, fmt.Errorf("system time zone %s is larger than %d bytes", path, maxZoneFile)
+		return nil, fmt.Errorf("read the system time zone: %w", err)
 	}
 	return data, nil
 }

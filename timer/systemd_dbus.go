@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,6 +21,7 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/cryochamber/cryochamber/internal/atomicfile"
+	"github.com/cryochamber/cryochamber/internal/confined"
 )
 
 // SystemdOptions says where the user manager and its unit directory are. The caller (main)
@@ -190,19 +190,7 @@ func (b *systemdBackend) writeUnit(name string, opts []*unit.UnitOption) (bool, 
 
 // readUnitFile reads a unit file of at most maxUnitFile bytes.
 func readUnitFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxUnitFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxUnitFile {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxUnitFile)
-	}
-	return data, nil
+	return confined.ReadPath(path, maxUnitFile)
 }
 
 // wantedBy lists the targets of the [Install] section's WantedBy= in opts.
@@ -909,13 +897,8 @@ func kindIndex(k Kind) int {
 
 // chamberDirOf reads a service file's ExecStart= and returns its --dir argument, or "".
 func chamberDirOf(path string) string {
-	f, err := os.Open(path)
+	data, err := confined.ReadPath(path, maxUnitFile)
 	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxUnitFile+1))
-	if err != nil || len(data) > maxUnitFile {
 		return ""
 	}
 	exec, ok := execStartOf(string(data))

@@ -21,7 +21,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -163,14 +162,7 @@ func (d *Dir) ReadFile(name string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s: %w (more than %d bytes)", name, ErrTooLarge, limit)
-	}
-	return data, nil
+	return ReadAll(f, name, limit)
 }
 
 // WriteFile replaces name with data: a temporary file in the same directory, written, fsynced

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/internal/atomicfile"
+	"github.com/cryochamber/cryochamber/internal/confined"
 )
 
 // LaunchdOptions says where the agents live and how to reach launchd. The caller (main) fills
@@ -753,12 +754,7 @@ func (b *launchdBackend) Read(ctx context.Context, id string, k Kind) (Reading, 
 
 // plistInterval reads StartInterval from an agent's plist.
 func plistInterval(path string) (time.Duration, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxPlist+1))
+	data, err := confined.ReadPath(path, maxPlist)
 	if err != nil {
 		return 0, err
 	}
@@ -920,12 +916,7 @@ func (b *launchdBackend) Installed(ctx context.Context) ([]Installed, error) {
 
 // agentDir reads a plist and returns the chamber directory it runs in, or "".
 func agentDir(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxPlist+1))
+	data, err := confined.ReadPath(path, maxPlist)
 	if err != nil {
 		return ""
 	}

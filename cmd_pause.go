@@ -29,6 +29,9 @@ func resumeCommand(env *chamber.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "resume",
 		Usage: "re-arm what pause kept; what fell due meanwhile runs now, once",
+		Description: `resume re-arms the timers pause removed, with the whole schedule it kept; what fell due
+during the pause runs once, told what it missed. Resuming a chamber that is armed already (resume
+twice) says so on stderr and exits 0, as cancel and pause twice do.`,
 		Flags: []cli.Flag{dirFlag()},
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c); err != nil {

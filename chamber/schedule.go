@@ -125,8 +125,14 @@ func Resume(ctx context.Context, env *Env, opts ResumeOptions) error {
 		return failErr("run resume again in a moment", "the chamber is busy")
 	}
 	defer r.close()
-	if r.st.Phase != PhasePaused {
-		return failErr("", "the chamber is %s, not paused", r.st.Phase)
+	switch r.st.Phase {
+	case PhasePaused:
+	case PhaseArmed:
+		// As cancel and pause twice: what was asked is already so. Told on stderr, exit 0.
+		fmt.Fprintf(r.env.Stderr, "cryochamber: %s is not paused (it is armed; next wake %s): nothing to resume\n", r.dir, fmtTime(r.st.Wake))
+		return nil
+	default:
+		return failErr("`cryochamber start --dir "+r.dir+"` starts it again", "the chamber is %s, not paused", r.st.Phase)
 	}
 	return r.resume(ctx)
 }

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/cryochamber/cryochamber/internal/confined"
 )
 
 // The agent CLIs load configuration from their working directory, and some of it is code:
@@ -102,7 +104,7 @@ func (r *runner) cliConfigFingerprint() map[string]string {
 			}
 			budget -= fi.Size()
 		default:
-			fp[rel] = cliFileType(fi.Mode())
+			fp[rel] = confined.TypeWord(fi.Mode().Type()) // fifo, socket, device, other
 		}
 	}
 	for _, p := range cliConfigPaths {
@@ -123,19 +125,6 @@ func (r *runner) hashConfined(rel string, limit int64) string {
 		return "unreadable"
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
-}
-
-// cliFileType names a file type that is neither a file, a directory nor a symlink.
-func cliFileType(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "fifo"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	}
-	return "other"
 }
 
 // loadCLIConfig is the fingerprint recorded last (nil when there is none).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -323,23 +322,9 @@ func (r *runner) checkPrivateDir(now time.Time) {
 		r.warnf("%s is not a directory and cannot be moved aside: %v", PrivateDir, err)
 		return
 	}
-	w := fmt.Sprintf("%s was not a directory (%s); it was moved aside to %s", PrivateDir, fileKind(fi), aside)
+	w := fmt.Sprintf("%s was not a directory (%s); it was moved aside to %s", PrivateDir, confined.Kind(fi.Mode().Type()), aside)
 	r.warnf("%s", w)
 	r.warnings = append(r.warnings, w)
-}
-
-// fileKind names what a directory entry is, for messages.
-func fileKind(fi os.FileInfo) string {
-	switch t := fi.Mode().Type(); {
-	case t == 0:
-		return "a plain file"
-	case t&os.ModeSymlink != 0:
-		return "a symlink"
-	case t&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	default:
-		return "a " + t.String() + " file"
-	}
 }
 
 // classify decides how a run ended: answered (valid EXIT), or failed and why.

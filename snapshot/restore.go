@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -108,7 +107,7 @@ func (r *Repo) Restore(ctx context.Context, fs *confined.Dir, opt Options, tree 
 		}
 		if fi, err := fs.Lstat(p); err == nil && (fi.IsDir() || te.mode == "120000") {
 			if err := fs.Remove(p); err != nil {
-				problem("%s: the %s in the way cannot be removed: %v", p, kindOf(fi), err)
+				problem("%s: %s in the way cannot be removed: %v", p, confined.Kind(fi.Mode().Type()), err)
 				continue
 			}
 		}
@@ -146,22 +145,10 @@ func ensureDir(fs *confined.Dir, d string) error {
 		// A file the target does not hold at this name was removed above; a symlink or a file
 		// that snapshots leave out is in the way.
 		if err := fs.Remove(d); err != nil {
-			return fmt.Errorf("%s is %s in the way of a directory: %w", d, kindOf(fi), err)
+			return fmt.Errorf("%s is %s in the way of a directory: %w", d, confined.Kind(fi.Mode().Type()), err)
 		}
 	}
 	return fs.MkdirAll(d, 0o755)
-}
-
-func kindOf(fi fs.FileInfo) string {
-	switch t := fi.Mode().Type(); {
-	case t.IsDir():
-		return "a directory"
-	case t&fs.ModeSymlink != 0:
-		return "a symlink"
-	case t.IsRegular():
-		return "a file"
-	}
-	return describeMode(fi.Mode().Type())
 }
 
 // catFile is one `git cat-file --batch` reading blobs by ID.

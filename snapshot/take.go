@@ -198,7 +198,7 @@ func (w *walker) tree(rel string) (string, error) {
 				items = append(items, treeItem{c.Mode, e.Name(), c.ID})
 			}
 		default:
-			w.skip(p, describeMode(t), 0)
+			w.skip(p, confined.Kind(t), 0)
 		}
 	}
 	if len(items) == 0 {
@@ -317,18 +317,6 @@ func statOf(fi fs.FileInfo) cached {
 		c.Ino = uint64(st.Ino)
 	}
 	return c
-}
-
-func describeMode(t fs.FileMode) string {
-	switch {
-	case t&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case t&fs.ModeDevice != 0:
-		return "a device"
-	case t&fs.ModeSocket != 0:
-		return "a socket"
-	}
-	return "not a regular file"
 }
 
 // Request says what snapshot to take.

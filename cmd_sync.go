@@ -203,7 +203,7 @@ func (s *syncRun) once(ctx context.Context, cfg *chamber.Config) error {
 		}
 		if r.Capped != "" {
 			// One notice to the operator's own targets the first time in a day (issue 22).
-			if err := chamber.ChannelNotice(ctx, s.env, s.dir, "channel-cap", r.Capped+".\nRaise [channels] max_per_day in cryo.toml (then `cryochamber reload`) if this is expected; otherwise look at what the agent writes to its outbox."); err != nil {
+			if err := s.c.Notice(ctx, "channel-cap", r.Capped+".\nRaise [channels] max_per_day in cryo.toml (then `cryochamber reload`) if this is expected; otherwise look at what the agent writes to its outbox."); err != nil {
 				fmt.Fprintf(s.env.Stderr, "cryochamber: warning: the operator was not told that max_per_day bit: %s\n", termtext.Line(err.Error()))
 			}
 		}
@@ -218,7 +218,7 @@ func (s *syncRun) once(ctx context.Context, cfg *chamber.Config) error {
 			if r.Err != nil {
 				lastErr = r.Err.Error()
 			}
-			if err := chamber.NotifyChannel(ctx, s.env, s.dir, r.Channel, r.Down, r.Failures, lastErr); err != nil {
+			if err := s.c.ChannelDown(ctx, r.Channel, r.Down, r.Failures, lastErr); err != nil {
 				fmt.Fprintf(s.env.Stderr, "cryochamber: warning: cannot tell the operator about %s: %s\n", r.Channel, termtext.Line(err.Error()))
 			}
 		}

@@ -14,7 +14,8 @@ import (
 )
 
 // The notice sync gives when max_per_day bites reaches the operator's own targets (here a
-// webhook on 127.0.0.1) and the outbox, from the chamber's accepted configuration.
+// webhook on 127.0.0.1) and the outbox, from the chamber's accepted configuration, while a
+// session holds the lock (one way for every channel notice: Sync.Notice, which takes no lock).
 func TestChannelNoticeReachesTheOperator(t *testing.T) {
 	var mu sync.Mutex
 	var got []map[string]any
@@ -43,7 +44,18 @@ func TestChannelNoticeReachesTheOperator(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := ChannelNotice(context.Background(), r.env, r.dir, "channel-cap", "github published 100 items in the last 24 hours, its max_per_day"); err != nil {
+	// A session holds the lock meanwhile (for hours, perhaps): the notice does not wait for it.
+	lock, err := r.store.tryLock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	s, err := OpenSync(r.env, r.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Notice(context.Background(), "channel-cap", "github published 100 items in the last 24 hours, its max_per_day"); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()

@@ -50,8 +50,8 @@ func OpenSync(env *Env, dir string) (*Sync, error) {
 	return &Sync{r: r}, nil
 }
 
-// Close drops the connection to the timer manager, if one was made.
-func (s *Sync) Close() { s.r.closeBackend() }
+// Close drops the connection to the timer manager and closes the chamber, if they were opened.
+func (s *Sync) Close() { s.r.close() }
 
 // Dir is the chamber's canonical path; ID names its units and its private state.
 func (s *Sync) Dir() string { return s.r.dir }

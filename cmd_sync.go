@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -258,13 +257,13 @@ func (s *syncRun) status(asJSON bool) error {
 	}
 	now := s.env.Now()
 	for _, c := range list {
-		line := fmt.Sprintf("%-7s last sync %s", c.Channel, when(c.LastSync, now))
+		line := fmt.Sprintf("%-7s last sync %s", c.Channel, chamber.WhenUTC(c.LastSync, now))
 		if c.LastError == "" {
 			line += ": ok"
 		} else {
 			line += ": FAILED: " + termtext.Line(c.LastError)
 			if !c.LastOK.IsZero() {
-				line += " (last success " + when(c.LastOK, now) + ")"
+				line += " (last success " + chamber.WhenUTC(c.LastOK, now) + ")"
 			}
 		}
 		line += fmt.Sprintf("; %d pulled, %d published, %d ignored in all", c.Pulled, c.Pushed, c.Ignored)
@@ -277,11 +276,4 @@ func (s *syncRun) status(asJSON bool) error {
 		fmt.Fprintln(s.env.Stdout, line)
 	}
 	return nil
-}
-
-func when(t, now time.Time) string {
-	if t.IsZero() {
-		return "never"
-	}
-	return t.UTC().Format(time.RFC3339) + " (" + chamber.Relative(t, now) + ")"
 }

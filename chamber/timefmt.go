@@ -87,3 +87,12 @@ func untilText(t *time.Time) string {
 func When(t time.Time, loc *time.Location, now time.Time) string {
 	return t.In(loc).Format("2006-01-02 15:04:05 MST") + " (" + Relative(t, now) + ")"
 }
+
+// WhenUTC prints a moment in UTC (RFC 3339) and how far it is from now; "never" for the zero
+// time (sync --status).
+func WhenUTC(t, now time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.UTC().Format(time.RFC3339) + " (" + Relative(t, now) + ")"
+}

@@ -205,7 +205,7 @@ func (r *runner) removeStale() {
 	atomicfile.RemoveStale(string(r.store), todoName)
 	atomicfile.RemoveStale(string(r.store), blockName)
 	// launchd appends every job's output to a file here: keep the last few MiB of it.
-	for _, name := range []string{launchdOut, launchdErr} {
+	for _, name := range []string{launchdOut, launchdErr, syncLaunchdOut, syncLaunchdErr} {
 		if fi, err := os.Stat(r.store.path(name)); err == nil && fi.Size() > maxJobOutput {
 			_ = os.Rename(r.store.path(name), r.store.path(name+".1"))
 		}

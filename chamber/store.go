@@ -48,6 +48,10 @@ const (
 	snapFailingName = "snapshots-failing" // the last snapshot failed (one notice per streak)
 	syncSecretsName = "sync/secrets"      // the channel secrets `sync --install` captured (sync.go)
 	syncDir         = channel.SyncDir     // what each channel synced, kept by package channel
+	// Where launchd wrote the sync agent's output before it shared launchd.out with the wake
+	// (a plist armed by an earlier `sync --install` still names them until it is armed again).
+	syncLaunchdOut = "sync/launchd.out"
+	syncLaunchdErr = "sync/launchd.err"
 )
 
 // store is one chamber's private state directory.

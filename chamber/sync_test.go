@@ -119,3 +119,24 @@ func TestSecretCommandRunsWithTheCapturedPath(t *testing.T) {
 		t.Errorf("alert delivery ran %q (%v), sync %q", alert, err, got)
 	}
 }
+
+// The output of a sync agent armed by an earlier `sync --install` (in sync/launchd.out until it
+// is armed again) is rotated like the wake's, by the next command that holds the lock.
+func TestOldSyncOutputRotated(t *testing.T) {
+	r := testRunner(t, "agent = \"/bin/true\"\n", t0)
+	if err := os.MkdirAll(r.store.path(syncDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, maxJobOutput+1)
+	for _, name := range []string{launchdOut, syncLaunchdOut, syncLaunchdErr} {
+		if err := os.WriteFile(r.store.path(name), big, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.removeStale()
+	for _, name := range []string{launchdOut, syncLaunchdOut, syncLaunchdErr} {
+		if _, err := os.Stat(r.store.path(name + ".1")); err != nil {
+			t.Errorf("%s was not rotated: %v", name, err)
+		}
+	}
+}

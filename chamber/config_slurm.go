@@ -6,7 +6,6 @@ package chamber
 // time, the job name, the singleton dependency, the environment) cannot be changed here.
 
 import (
-
 	"github.com/cryochamber/cryochamber/timer"
 )
 

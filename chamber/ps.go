@@ -82,6 +82,8 @@ func readRegistry(registry string) []string {
 type PsOptions struct {
 	JSON    bool
 	Backend string
+	// States, when set, keeps the parsed states between listings (ps_cache.go: the dashboard).
+	States *StateCache
 }
 
 // PsRow is one chamber in `ps`.
@@ -162,7 +164,7 @@ func Ps(ctx context.Context, env *Env, opts PsOptions) ([]PsRow, error) {
 	}
 	now := env.Now()
 	for _, r := range rows {
-		r.classify(ctx, env, be, idsAt[r.Dir] != "", now)
+		r.classify(ctx, env, be, idsAt[r.Dir] != "", now, opts.States)
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Dir < rows[j].Dir })
 	out := make([]PsRow, 0, len(rows))
@@ -175,8 +177,8 @@ func Ps(ctx context.Context, env *Env, opts PsOptions) ([]PsRow, error) {
 	return out, nil
 }
 
-func (r *PsRow) classify(ctx context.Context, env *Env, be timer.Backend, hasUnits bool, now time.Time) {
-	st, err := loadStateAt(env, r.Dir)
+func (r *PsRow) classify(ctx context.Context, env *Env, be timer.Backend, hasUnits bool, now time.Time, states *StateCache) {
+	st, err := states.load(env, r.Dir) // ps_cache.go: loadStateAt without a cache
 	if err != nil {
 		if hasUnits {
 			r.State = "orphaned"

@@ -23,10 +23,15 @@ import (
 // gains a method here.
 type Source struct {
 	env chamber.Env // a template: every call works on a copy with its own output
+	// states are the chambers' parsed states, kept against their files between requests
+	// (chamber.StateCache): the overview parses only the states that changed.
+	states *chamber.StateCache
 }
 
 // NewSource wraps the environment the CLI would use (clock, state directory, timer backend).
-func NewSource(env *chamber.Env) *Source { return &Source{env: *env} }
+func NewSource(env *chamber.Env) *Source {
+	return &Source{env: *env, states: chamber.NewStateCache()}
+}
 
 // view is one request's read-only access to the chambers (ps, status, validate, history, log,
 // the outbox). Its calls share one connection per timer backend, opened at the first call
@@ -39,10 +44,11 @@ type view struct {
 	mu       sync.Mutex
 	backends map[string]timer.Backend
 	memo     *memo
+	states   *chamber.StateCache
 }
 
 func (s *Source) open() *view {
-	v := &view{env: s.env, backends: map[string]timer.Backend{}, memo: &memo{ans: map[memoKey]*answer{}}}
+	v := &view{env: s.env, backends: map[string]timer.Backend{}, memo: &memo{ans: map[memoKey]*answer{}}, states: s.states}
 	open := s.env.OpenBackend
 	v.env.OpenBackend = func(ctx context.Context, name string) (timer.Backend, error) {
 		v.mu.Lock()
@@ -198,7 +204,7 @@ func (v *view) with(out io.Writer) *chamber.Env {
 
 // ps is `cryochamber ps --json`.
 func (v *view) ps(ctx context.Context) ([]chamber.PsRow, error) {
-	return chamber.Ps(ctx, v.with(io.Discard), chamber.PsOptions{JSON: true})
+	return chamber.Ps(ctx, v.with(io.Discard), chamber.PsOptions{JSON: true, States: v.states})
 }
 
 // status is `cryochamber status --json`.

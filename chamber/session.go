@@ -286,7 +286,7 @@ func (r *runner) execute(ctx context.Context, n int, cmd Command, due time.Time,
 		Started: func(g agent.Group) {
 			if r.st.Holder != nil {
 				r.st.Holder.Agent = &g
-				if err := r.save(); err != nil {
+				if err := r.saveUnsynced(); err != nil { // save_unsynced.go: no fsync needed here
 					r.warnf("%v", err)
 				}
 			}

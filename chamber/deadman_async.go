@@ -1,0 +1,102 @@
+package chamber
+
+import (
+	"context"
+	"time"
+
+	"github.com/cryochamber/cryochamber/timer"
+)
+
+// Arming a session's dead-man beside the setting up of its session (issue 28). The D-Bus jobs
+// of the arming (stop the old timer, create the new one, each waited for) took their turn
+// before the session's log header, its snapshot, its prompt and its cage were written; now they
+// run while those are, and the session waits for them (joinDeadman) just before its agent
+// starts. So a dead-man is still armed before every agent starts, exactly as armDeadman arms
+// it: a wake killed before the join has started no agent, and the window without the new
+// dead-man is the one there always was between the claim and the arming.
+
+// startDeadman begins arming the dead-man of a session starting at start, in the background;
+// joinDeadman waits for it and records it. The background part touches nothing of the runner:
+// it works on a connection of its own when the runner has none yet, handed over at the join.
+// Whatever it could not do (a bus that dropped, a manager that did not answer in time) is done
+// again at the join by armDeadman, with its retries and its warning.
+func (r *runner) startDeadman(ctx context.Context, start time.Time) {
+	at := ceilSecond(start.Add(r.cfg.FallbackAfter.D)).UTC()
+	var kept *time.Time
+	if f := r.st.Timers.Fallback; f != nil && !f.After(at) && !f.Before(start) {
+		t := *f
+		kept = &t
+	}
+	job := timer.Job{Kind: timer.Fallback, At: at, Argv: r.fallbackArgv()}
+	ch := r.timerChamber()
+	id := r.id
+	be := r.be
+	name := r.cfg.Backend
+	if name == "" {
+		name = r.st.Backend
+	}
+	open := r.env.OpenBackend
+	type result struct {
+		be     timer.Backend // opened here, for the runner to keep
+		kept   bool          // the plan's dead-man comes first and the OS has it
+		err    error
+		closed bool // the arming timed out: the connection was dropped
+	}
+	done := make(chan result, 1)
+	go func() {
+		var res result
+		defer func() { done <- res }()
+		ctx, cancel := context.WithTimeout(ctx, deadmanArmTimeout)
+		defer cancel()
+		if be == nil {
+			cctx, ccancel := context.WithTimeout(ctx, connectTimeout)
+			b, err := open(cctx, name)
+			ccancel()
+			if err != nil {
+				res.err = err
+				return
+			}
+			be, res.be = b, b
+		}
+		if kept != nil {
+			if v, err := timer.Check(ctx, be, id, timer.Fallback, *kept); err == nil && v.Found && v.OK {
+				res.kept = true
+				return
+			}
+		}
+		res.err = be.Arm(ctx, ch, job)
+		if ctx.Err() != nil {
+			res.closed = true
+		}
+	}()
+	r.deadmanJoin = func() {
+		res := <-done
+		if res.be != nil {
+			if r.be == nil && !res.closed {
+				r.be = res.be
+				r.st.Backend = res.be.Name()
+			} else {
+				_ = res.be.Close()
+			}
+		} else if res.closed {
+			r.closeBackend()
+		}
+		switch {
+		case res.kept:
+		case res.err == nil:
+			r.st.Timers.Fallback = &at
+		default:
+			// Not armed here: armDeadman tries again (re-dialling a dropped bus) and warns.
+			r.armDeadman(ctx, start)
+		}
+	}
+}
+
+// joinDeadman waits for the dead-man that startDeadman began to arm, and records it. It is
+// called before the agent starts, and before anything else uses the timer manager.
+func (r *runner) joinDeadman() {
+	if j := r.deadmanJoin; j != nil {
+		r.deadmanJoin = nil
+		j()
+	}
+}

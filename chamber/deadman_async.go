@@ -7,13 +7,14 @@ import (
 	"github.com/cryochamber/cryochamber/timer"
 )
 
-// Arming a session's dead-man beside the setting up of its session (issue 28). The D-Bus jobs
+// Arming a session's dead-man beside the checks before its session (issue 28). The D-Bus jobs
 // of the arming (stop the old timer, create the new one, each waited for) took their turn
-// before the session's log header, its snapshot, its prompt and its cage were written; now they
-// run while those are, and the session waits for them (joinDeadman) just before its agent
-// starts. So a dead-man is still armed before every agent starts, exactly as armDeadman arms
-// it: a wake killed before the join has started no agent, and the window without the new
-// dead-man is the one there always was between the claim and the arming.
+// before the log and the chamber were checked and the chamber snapshotted; now they run while
+// those are, and the session waits for them (joinDeadman) before its SESSION line, where the
+// dead-man was always armed: a wake killed at the header or later leaves the session's
+// dead-man in the OS (TestDeadmanArmedBeforeTheAgent; joined later, at the agent's start, a
+// kill at the header could find the old timer stopped and the new one not yet created). The
+// moment without a dead-man is the one there always was, between the stop and the creation.
 
 // startDeadman begins arming the dead-man of a session starting at start, in the background;
 // joinDeadman waits for it and records it. The background part touches nothing of the runner:
@@ -93,7 +94,7 @@ func (r *runner) startDeadman(ctx context.Context, start time.Time) {
 }
 
 // joinDeadman waits for the dead-man that startDeadman began to arm, and records it. It is
-// called before the agent starts, and before anything else uses the timer manager.
+// called before the SESSION line, and before anything else uses the timer manager.
 func (r *runner) joinDeadman() {
 	if j := r.deadmanJoin; j != nil {
 		r.deadmanJoin = nil

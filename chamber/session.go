@@ -94,7 +94,8 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 	batch, claimErr := r.claim(start, names)
 	// Every session has a dead-man, whatever woke it: if this process dies, or the agent hangs,
 	// someone is told at start + fallback_after.
-	// Armed while the session is set up, waited for before the agent starts (deadman_async.go).
+	// Armed while the log and the chamber are checked and snapshotted, waited for before the
+	// SESSION line (deadman_async.go).
 	r.startDeadman(ctx, start)
 	defer r.joinDeadman()
 	r.heartbeatStart(ctx, n) // bounded: a few seconds at most (heartbeat.go)
@@ -105,13 +106,13 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 	r.checkLog(start)
 	r.checkPrivateDir(start)
 	r.snapshotBefore(ctx, n) // snapshot.go: never stops the session
+	r.joinDeadman()          // deadman_async.go: armed before the SESSION line, as it always was
 	meta := []string{"task: " + oneLine(cmd.Task), "command: " + oneLine(cmd.Line), "due: " + due.UTC().Format(time.RFC3339) + " (" + string(why) + ")"}
 	block, err := sessionlog.Begin(r.logPath(), n, start, meta)
 	if err == nil {
 		err = claimErr
 	}
 	if err != nil {
-		r.joinDeadman()
 		// The chamber cannot be written (full, read-only, its mailbox broken): the session did
 		// not run. That is a failure of the moment, retried like a crash, never a reason to
 		// stop the plan for good.
@@ -146,7 +147,6 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 	} else {
 		res = r.execute(ctx, n, cmd, due, why, early, batch, block)
 	}
-	r.joinDeadman() // when the agent did not start (execute joins before it starts it)
 	var sbErr *sandbox.Error
 	if errors.As(res.Err, &sbErr) {
 		// Never run unconfined silently: the operator hears of it now, and the session is
@@ -274,7 +274,6 @@ func (r *runner) execute(ctx context.Context, n int, cmd Command, due time.Time,
 	if err != nil {
 		return agent.Result{ExitCode: -1, Err: err}
 	}
-	r.joinDeadman() // deadman_async.go: the session's dead-man is armed before its agent starts
 	r.printf("session %d: running %s", n, strings.Join(cmd.Words, " "))
 	stdout, done := r.usageOutput(cmd, block) // ledger.go: a preset's JSON output, read for its text and usage
 	defer done()

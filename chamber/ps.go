@@ -132,6 +132,9 @@ func Ps(ctx context.Context, env *Env, opts PsOptions) ([]PsRow, error) {
 	if err != nil {
 		return nil, &Error{Msg: "cannot list the installed timers", Err: err}
 	}
+	qctx, qcancel = context.WithTimeout(ctx, busTimeout)
+	be = prefetchWakes(qctx, be, installed) // status_prefetch.go: every wake timer read at once
+	qcancel()
 	byDir := map[string]*PsRow{}
 	var rows []*PsRow
 	row := func(dir string) *PsRow {

@@ -19,8 +19,8 @@ import (
 // startDeadman begins arming the dead-man of a session starting at start, in the background;
 // joinDeadman waits for it and records it. The background part touches nothing of the runner:
 // it works on a connection of its own when the runner has none yet, handed over at the join.
-// Whatever it could not do (a bus that dropped, a manager that did not answer in time) is done
-// again at the join by armDeadman, with its retries and its warning.
+// What it could not do because the bus dropped is done again at the join by armDeadman, with
+// its retries; a refusal or a timeout is warned about, as armDeadman warns.
 func (r *runner) startDeadman(ctx context.Context, start time.Time) {
 	at := ceilSecond(start.Add(r.cfg.FallbackAfter.D)).UTC()
 	var kept *time.Time
@@ -86,9 +86,14 @@ func (r *runner) startDeadman(ctx context.Context, start time.Time) {
 		case res.kept:
 		case res.err == nil:
 			r.st.Timers.Fallback = &at
-		default:
-			// Not armed here: armDeadman tries again (re-dialling a dropped bus) and warns.
+		case transientBusError(res.err) && !res.closed:
+			// A bus that dropped or restarted: armDeadman dials again, as withBackend would
+			// have, and warns if it still cannot.
 			r.armDeadman(ctx, start)
+		default:
+			// A refusal, or a manager that did not answer in time: asking again would only
+			// hold the session back as long again (armDeadman's own answer to both).
+			r.warnf("cannot arm the dead-man timer for this session: %v", res.err)
 		}
 	}
 }

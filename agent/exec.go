@@ -235,6 +235,14 @@ wait:
 			res.Signal = ws.Signal().String()
 		}
 	}
+	// A cage started without its trial run (sandbox.SetupKnown) that ended in a failure is
+	// tried now: if the cage itself cannot start, the session did not run, and it is reported
+	// as the trial would have reported it (a *sandbox.Error: the operator is alerted).
+	if r.Cage != nil && r.Cage.Unprobed && !res.Canceled && !res.TimedOut && (res.ExitCode != 0 || res.Signal != "") {
+		if err := r.Cage.Recheck(ctx); err != nil {
+			res.Err = err
+		}
+	}
 	switch {
 	case outW != nil && outW.err != nil:
 		res.IOErr = fmt.Errorf("agent stdout: %w", outW.err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
 	"unicode"
@@ -14,17 +15,21 @@ import (
 //go:embed prompt.tmpl
 var promptText string
 
-var promptTmpl = template.Must(template.New("prompt").Funcs(template.FuncMap{
-	"oneline":  oneline,
-	"quote":    quoteBody,
-	"dur":      humanDuration,
-	"exitword": exitWord,
-	"join":     func(s []string) string { return oneline(strings.Join(s, ", ")) },
-	// The chamber's zone is bound per call (see Prompt); these stand in for the parse.
-	"at": func(time.Time) string { return "" }, "wake": func(time.Time) string { return "" },
-	"now": func() string { return "" }, "utc": func() string { return "" },
-	"zone": func() string { return "" }, "offset": func() string { return "" },
-}).Parse(promptText))
+// promptTmpl is parsed at the first prompt, not at every start of the program (issue 28: the
+// parse was most of this package's share of `--version`).
+var promptTmpl = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("prompt").Funcs(template.FuncMap{
+		"oneline":  oneline,
+		"quote":    quoteBody,
+		"dur":      humanDuration,
+		"exitword": exitWord,
+		"join":     func(s []string) string { return oneline(strings.Join(s, ", ")) },
+		// The chamber's zone is bound per call (see Prompt); these stand in for the parse.
+		"at": func(time.Time) string { return "" }, "wake": func(time.Time) string { return "" },
+		"now": func() string { return "" }, "utc": func() string { return "" },
+		"zone": func() string { return "" }, "offset": func() string { return "" },
+	}).Parse(promptText))
+})
 
 // MaxPromptBody is how much of one message's body the prompt quotes. The rest stays in the
 // archived message file, which the prompt names.
@@ -100,7 +105,7 @@ func Prompt(d PromptData) (string, error) {
 		return "", fmt.Errorf("prompt: session number %d (want 1 or more)", d.Session)
 	}
 	loc := d.Now.Location()
-	t, err := promptTmpl.Clone()
+	t, err := promptTmpl().Clone()
 	if err != nil {
 		return "", fmt.Errorf("prompt: %w", err)
 	}

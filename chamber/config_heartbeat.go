@@ -2,7 +2,6 @@ package chamber
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +29,7 @@ const (
 	SummariesOff    = "off"
 )
 
-var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+var uuidRE = lazyRE(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
 // heartbeatSecretNames is the API key's variable, when there is one.
 func (c *Config) heartbeatSecretNames() []string {
@@ -86,7 +85,7 @@ func (c *Config) checkHeartbeat(name string, data []byte) error {
 		if !validEnvName(h.APIKeyEnv) {
 			return bad("heartbeat", "api_key_env", "%q is not a valid environment variable name", h.APIKeyEnv)
 		}
-		if !uuidRE.MatchString(h.Check) {
+		if !uuidRE().MatchString(h.Check) {
 			return bad("heartbeat", "check", "%q is not a uuid (the check's id in the monitor, 8-4-4-4-12 hex digits)", h.Check)
 		}
 	}

@@ -6,8 +6,6 @@ package chamber
 // time, the job name, the singleton dependency, the environment) cannot be changed here.
 
 import (
-	"regexp"
-
 	"github.com/cryochamber/cryochamber/timer"
 )
 
@@ -19,7 +17,7 @@ type SlurmConfig struct {
 }
 
 // slurmName is a partition or account name: one word of Slurm's usual alphabet.
-var slurmName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+var slurmName = lazyRE(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 
 // checkSlurm checks [slurm]; bad is Load's error maker.
 func (c *Config) checkSlurm(bad func(table, key, format string, args ...any) error) error {
@@ -27,10 +25,10 @@ func (c *Config) checkSlurm(bad func(table, key, format string, args ...any) err
 	if s == nil {
 		return nil
 	}
-	if s.Partition != "" && !slurmName.MatchString(s.Partition) {
+	if s.Partition != "" && !slurmName().MatchString(s.Partition) {
 		return bad("slurm", "partition", "%q is not a partition name (letters, digits, '_', '.', '-')", s.Partition)
 	}
-	if s.Account != "" && !slurmName.MatchString(s.Account) {
+	if s.Account != "" && !slurmName().MatchString(s.Account) {
 		return bad("slurm", "account", "%q is not an account name (letters, digits, '_', '.', '-')", s.Account)
 	}
 	for _, a := range s.ExtraArgs {

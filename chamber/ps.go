@@ -82,6 +82,8 @@ func readRegistry(registry string) []string {
 type PsOptions struct {
 	JSON    bool
 	Backend string
+	// States, when set, keeps the parsed states between listings (ps_cache.go: the dashboard).
+	States *StateCache
 }
 
 // PsRow is one chamber in `ps`.
@@ -130,6 +132,9 @@ func Ps(ctx context.Context, env *Env, opts PsOptions) ([]PsRow, error) {
 	if err != nil {
 		return nil, &Error{Msg: "cannot list the installed timers", Err: err}
 	}
+	qctx, qcancel = context.WithTimeout(ctx, busTimeout)
+	be = prefetchWakes(qctx, be, installed) // status_prefetch.go: every wake timer read at once
+	qcancel()
 	byDir := map[string]*PsRow{}
 	var rows []*PsRow
 	row := func(dir string) *PsRow {
@@ -162,7 +167,7 @@ func Ps(ctx context.Context, env *Env, opts PsOptions) ([]PsRow, error) {
 	}
 	now := env.Now()
 	for _, r := range rows {
-		r.classify(ctx, env, be, idsAt[r.Dir] != "", now)
+		r.classify(ctx, env, be, idsAt[r.Dir] != "", now, opts.States)
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Dir < rows[j].Dir })
 	out := make([]PsRow, 0, len(rows))
@@ -175,8 +180,8 @@ func Ps(ctx context.Context, env *Env, opts PsOptions) ([]PsRow, error) {
 	return out, nil
 }
 
-func (r *PsRow) classify(ctx context.Context, env *Env, be timer.Backend, hasUnits bool, now time.Time) {
-	st, err := loadStateAt(env, r.Dir)
+func (r *PsRow) classify(ctx context.Context, env *Env, be timer.Backend, hasUnits bool, now time.Time, states *StateCache) {
+	st, err := states.load(env, r.Dir) // ps_cache.go: loadStateAt without a cache
 	if err != nil {
 		if hasUnits {
 			r.State = "orphaned"

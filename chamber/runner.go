@@ -32,6 +32,8 @@ type runner struct {
 	lock      *Lock // nil when unlocked
 	be        timer.Backend
 	out       io.Writer
+	// deadmanJoin waits for the session's dead-man armed in the background (deadman_async.go).
+	deadmanJoin func()
 
 	warnings    []string      // for the next prompt
 	drift       *configDrift  // the chamber's cryo.toml, when it differs from the accepted one

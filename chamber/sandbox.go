@@ -391,7 +391,10 @@ func (r *runner) sessionCage(ctx context.Context, cmd Command, env []string, pre
 	if err := p.Check(); err != nil {
 		return nil, &sandbox.Error{Err: err, Hint: "change [sandbox] writable in cryo.toml, then `cryochamber reload`"}
 	}
-	return sandbox.Setup(ctx, r.env.Getenv("PATH"), r.dir, p)
+	if !prepare {
+		return sandbox.Setup(ctx, r.env.Getenv("PATH"), r.dir, p) // validate: always the trial run
+	}
+	return r.knownCage(ctx, p) // sandbox_known.go: a session skips the trial once a cage started
 }
 
 // sandboxHint is the hint of a sandbox error.

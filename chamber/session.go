@@ -92,7 +92,10 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 	batch, claimErr := r.claim(start, names)
 	// Every session has a dead-man, whatever woke it: if this process dies, or the agent hangs,
 	// someone is told at start + fallback_after.
-	r.armDeadman(ctx, start)
+	// Armed while the log and the chamber are checked and snapshotted, waited for before the
+	// SESSION line (deadman_async.go).
+	r.startDeadman(ctx, start)
+	defer r.joinDeadman()
 	r.heartbeatStart(ctx, n) // bounded: a few seconds at most (heartbeat.go)
 	// The connection to the timer manager is kept across the agent's run (up to hours): if the
 	// bus went away meanwhile, the first call after fails as a dropped connection and
@@ -101,6 +104,7 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 	r.checkLog(start)
 	r.checkPrivateDir(start)
 	r.snapshotBefore(ctx, n) // snapshot.go: never stops the session
+	r.joinDeadman()          // deadman_async.go: armed before the SESSION line, as it always was
 	meta := []string{"task: " + oneLine(cmd.Task), "command: " + oneLine(cmd.Line), "due: " + due.UTC().Format(time.RFC3339) + " (" + string(why) + ")"}
 	block, err := sessionlog.Begin(r.logPath(), n, start, meta)
 	if err == nil {

@@ -321,6 +321,9 @@ func (s *StatusInfo) timers(ctx context.Context, r *runner) {
 		return
 	}
 	s.Backend = be.Name()
+	pctx, pcancel := context.WithTimeout(ctx, busTimeout)
+	be = prefetchTimers(pctx, be, r.id) // status_prefetch.go: the three timers read at once
+	pcancel()
 	armed := map[timer.Kind]*time.Time{timer.Wake: r.st.Timers.Wake, timer.Fallback: r.st.Timers.Fallback, timer.Alert: r.st.Timers.Alert}
 	for _, k := range timer.Kinds {
 		ti := TimerInfo{Kind: string(k), Armed: armed[k]}

@@ -132,7 +132,18 @@ func dialManager(ctx context.Context, c busCandidate) (*systemdBackend, error) {
 		}
 		return conn, nil
 	}
-	conn, err := sd.NewConnection(dial)
+	// go-systemd dials twice (one connection for calls, one for the JobRemoved signals); one
+	// connection carries both, so a process connects and authenticates once (issue 28: a wake
+	// paid for two handshakes). The second dial hands back the first connection.
+	var first *dbus.Conn
+	conn, err := sd.NewConnection(func() (*dbus.Conn, error) {
+		if first != nil {
+			return first, nil
+		}
+		c, err := dial()
+		first = c
+		return c, err
+	})
 	if err != nil {
 		stop()
 		cancel()
@@ -459,12 +470,8 @@ func isUnitExists(err error) bool {
 // manager: the boot unit (SystemdBoot, enabled here) runs the wake at the next start, which
 // re-arms from the state.
 func (b *systemdBackend) Arm(ctx context.Context, c Chamber, jobs ...Job) error {
-	type transient struct {
-		name  string
-		props []sd.Property
-	}
 	var services []unitSet
-	var timers []transient
+	var timers []transientTimer
 	boot := c.Boot
 	for _, j := range jobs {
 		svc, tmr, err := SystemdUnits(c, j)
@@ -476,7 +483,7 @@ func (b *systemdBackend) Arm(ctx context.Context, c Chamber, jobs ...Job) error 
 			return err
 		}
 		services = append(services, unitSet{name: SystemdServiceName(c.ID, j.Kind), opts: svc})
-		timers = append(timers, transient{name: SystemdTimerName(c.ID, j.Kind), props: props})
+		timers = append(timers, transientTimer{name: SystemdTimerName(c.ID, j.Kind), props: props})
 		if j.Kind == Wake && len(boot) == 0 {
 			boot = j.Argv
 		}
@@ -509,12 +516,7 @@ func (b *systemdBackend) Arm(ctx context.Context, c Chamber, jobs ...Job) error 
 	if err := b.reloadIfStale(ctx, written, names...); err != nil {
 		return err
 	}
-	for _, t := range timers {
-		if err := b.startTimer(ctx, t.name, t.props); err != nil {
-			return err
-		}
-	}
-	return nil
+	return b.startTimers(ctx, timers)
 }
 
 // ensureBoot writes and enables the chamber's boot unit. It needs no reload: the manager only
@@ -642,29 +644,7 @@ func (b *systemdBackend) Next(ctx context.Context, id string, k Kind) (time.Time
 	if err := checkID(id); err != nil {
 		return time.Time{}, false, err
 	}
-	name := SystemdTimerName(id, k)
-	load, err := b.conn.GetUnitPropertyContext(ctx, name, "LoadState")
-	if err != nil {
-		if isNoSuchUnit(err) {
-			return time.Time{}, false, nil
-		}
-		return time.Time{}, false, fmt.Errorf("read %s: %w", name, err)
-	}
-	if s, _ := load.Value.Value().(string); s != "loaded" {
-		return time.Time{}, false, nil
-	}
-	p, err := b.conn.GetUnitTypePropertyContext(ctx, name, "Timer", "NextElapseUSecRealtime")
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("read %s: %w", name, err)
-	}
-	us, ok := p.Value.Value().(uint64)
-	if !ok {
-		return time.Time{}, false, fmt.Errorf("read %s: NextElapseUSecRealtime is %s, not a number", name, p.Value.Signature())
-	}
-	if us == 0 || us == ^uint64(0) || us > uint64(1<<63-1) {
-		return time.Time{}, false, nil
-	}
-	return time.UnixMicro(int64(us)).UTC(), true, nil
+	return b.nextOf(ctx, SystemdTimerName(id, k)) // systemd_batch.go
 }
 
 func (b *systemdBackend) Disarm(ctx context.Context, id string, k Kind) error {

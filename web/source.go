@@ -23,10 +23,15 @@ import (
 // gains a method here.
 type Source struct {
 	env chamber.Env // a template: every call works on a copy with its own output
+	// states are the chambers' parsed states, kept against their files between requests
+	// (chamber.StateCache): the overview parses only the states that changed.
+	states *chamber.StateCache
 }
 
 // NewSource wraps the environment the CLI would use (clock, state directory, timer backend).
-func NewSource(env *chamber.Env) *Source { return &Source{env: *env} }
+func NewSource(env *chamber.Env) *Source {
+	return &Source{env: *env, states: chamber.NewStateCache()}
+}
 
 // view is one request's read-only access to the chambers (ps, status, validate, history, log,
 // the outbox). Its calls share one connection per timer backend, opened at the first call
@@ -39,10 +44,11 @@ type view struct {
 	mu       sync.Mutex
 	backends map[string]timer.Backend
 	memo     *memo
+	states   *chamber.StateCache
 }
 
 func (s *Source) open() *view {
-	v := &view{env: s.env, backends: map[string]timer.Backend{}, memo: &memo{ans: map[memoKey]*answer{}}}
+	v := &view{env: s.env, backends: map[string]timer.Backend{}, memo: &memo{ans: map[memoKey]*answer{}}, states: s.states}
 	open := s.env.OpenBackend
 	v.env.OpenBackend = func(ctx context.Context, name string) (timer.Backend, error) {
 		v.mu.Lock()
@@ -141,6 +147,38 @@ func (s shared) Next(ctx context.Context, id string, k timer.Kind) (time.Time, b
 	return a.at, a.ok, a.err
 }
 
+// Installed is the backend's list, and then the wake timer of every chamber in it read back
+// at once (timer.NextAll: on systemd one ListUnitsByNames, then every next elapse asked for
+// together) into the view's answers: `ps`, which lists first and then asks about each armed
+// chamber's wake, finds them there instead of asking a hundred times, one after another
+// (issue 28). Each answer is still the OS's, read within this request.
+func (s shared) Installed(ctx context.Context) ([]timer.Installed, error) {
+	ins, err := s.Backend.Installed(ctx)
+	if err != nil {
+		return ins, err
+	}
+	if _, ok := s.Backend.(timer.AllNexter); !ok || len(ins) == 0 {
+		return ins, nil
+	}
+	refs := make([]timer.Ref, 0, len(ins))
+	for _, in := range ins {
+		refs = append(refs, timer.Ref{ID: in.ID, Kind: timer.Wake})
+	}
+	got := timer.NextAll(ctx, s.Backend, refs)
+	s.memo.mu.Lock()
+	defer s.memo.mu.Unlock()
+	for i, r := range refs {
+		key := memoKey{s.name, r.ID, r.Kind, false}
+		if _, asked := s.memo.ans[key]; asked || got[i].Err != nil {
+			continue // an error is not remembered: ps asks again
+		}
+		a := &answer{done: make(chan struct{}), at: got[i].At, ok: got[i].OK}
+		close(a.done)
+		s.memo.ans[key] = a
+	}
+	return ins, nil
+}
+
 // Read makes shared a timer.Reader whatever the backend is.
 func (s shared) Read(ctx context.Context, id string, k timer.Kind) (timer.Reading, bool, error) {
 	a := s.memo.once(ctx, memoKey{s.name, id, k, true}, func(a *answer) {
@@ -166,7 +204,7 @@ func (v *view) with(out io.Writer) *chamber.Env {
 
 // ps is `cryochamber ps --json`.
 func (v *view) ps(ctx context.Context) ([]chamber.PsRow, error) {
-	return chamber.Ps(ctx, v.with(io.Discard), chamber.PsOptions{JSON: true})
+	return chamber.Ps(ctx, v.with(io.Discard), chamber.PsOptions{JSON: true, States: v.states})
 }
 
 // status is `cryochamber status --json`.

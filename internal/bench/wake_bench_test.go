@@ -83,8 +83,10 @@ func BenchmarkWake(b *testing.B) {
 	var runs []map[string]time.Duration
 	var order []string
 	var traced []time.Duration
+	var syncs []time.Duration // counts, kept as durations for median()
 	for i := 0; i < traces; i++ {
-		ph, total := traceWake(b, env, dir)
+		ph, total, ns := traceWake(b, env, dir)
+		syncs = append(syncs, time.Duration(ns))
 		r := map[string]time.Duration{}
 		for _, p := range ph {
 			r[p.label] = p.d
@@ -102,6 +104,8 @@ func BenchmarkWake(b *testing.B) {
 		}
 		record(groupPhase, "wake phase (strace -f; median per phase)", name, ms(median(d)), "", nil)
 	}
+	record(groupPhase, "wake phase (strace -f; median per phase)", "fsync and fdatasync calls of the wake",
+		fmt.Sprintf("%d (n=%d)", int64(median(syncs)), traces), "", nil)
 	record(groupPhase, "wake phase (strace -f; median per phase)", "whole traced wake (untraced: see above)",
 		fmt.Sprintf("median %s (n=%d)", ms(median(traced)), traces), "", nil)
 }
@@ -166,14 +170,14 @@ func timeGenerators(b *testing.B, n int) (time.Duration, []string) {
 
 // traceWake runs one wake under `strace -f` (only the system calls that mark the phases, with
 // a seccomp filter so that the others run untraced) and splits its wall time into phases.
-func traceWake(b *testing.B, env []string, dir string) ([]phase, time.Duration) {
+func traceWake(b *testing.B, env []string, dir string) ([]phase, time.Duration, int) {
 	b.Helper()
 	out := filepath.Join(b.TempDir(), "strace.txt")
 	if *keepTrace != "" {
 		out = filepath.Join(*keepTrace, "strace.txt") // the last traced wake's, to read by eye
 	}
 	mustRun(b, env, dir, "strace", "-f", "-ttt", "-s", "400", "--seccomp-bpf",
-		"-e", "trace=execve,openat,write,connect,exit_group", "-o", out,
+		"-e", "trace=execve,openat,write,connect,exit_group,fsync,fdatasync", "-o", out,
 		bin, "wake", "--now", "--dir", dir)
 	evs, err := readTrace(out)
 	if err != nil {
@@ -183,7 +187,13 @@ func traceWake(b *testing.B, env []string, dir string) ([]phase, time.Duration) 
 	if len(ph) == 0 {
 		b.Fatalf("no phases found in %s", out)
 	}
-	return ph, total
+	syncs := 0 // fsync and fdatasync calls of the wake (issue 28: each is a wait for the disk)
+	for _, e := range evs {
+		if strings.HasPrefix(e.call, "fsync(") || strings.HasPrefix(e.call, "fdatasync(") {
+			syncs++
+		}
+	}
+	return ph, total, syncs
 }
 
 // event is one line of an strace -f -ttt log.

@@ -421,6 +421,9 @@ type Cage struct {
 	Mechanism string // Bubblewrap or SandboxExec
 	Tool      string // the absolute path of bwrap or sandbox-exec
 	Policy    Policy
+	// Unprobed: the trial run was skipped, a cage having started with this tool on this boot
+	// (SetupKnown); a failed session of it is tried again (Recheck).
+	Unprobed bool
 }
 
 // Wrap is the program and argv that run argv (argv[0] resolved to an absolute path) in the

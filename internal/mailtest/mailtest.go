@@ -261,11 +261,20 @@ type SMTP struct {
 	p   *proc
 }
 
+// SMTPMissing says why aiosmtpd cannot run here (what to install), or nil: for a test that
+// leaves out only its email part instead of skipping whole (the scripts' smtpd).
+func SMTPMissing() error {
+	if out, err := exec.Command(python, "-c", "import aiosmtpd").CombinedOutput(); err != nil {
+		return fmt.Errorf("%s cannot import aiosmtpd (Debian package python3-aiosmtpd): %v %s", python, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
 // StartSMTP starts aiosmtpd (no TLS, no AUTH) on a free port of 127.0.0.1.
 func StartSMTP(t testing.TB) *SMTP {
 	t.Helper()
-	if out, err := exec.Command(python, "-c", "import aiosmtpd").CombinedOutput(); err != nil {
-		e2e.Skipf(t, "no SMTP server: %s cannot import aiosmtpd (Debian package python3-aiosmtpd): %v %s", python, err, strings.TrimSpace(string(out)))
+	if why := SMTPMissing(); why != nil {
+		e2e.Skipf(t, "no SMTP server: %v", why)
 	}
 	dir := t.TempDir()
 	s := &SMTP{Host: "127.0.0.1", Maildir: filepath.Join(dir, "maildir"), t: t, dir: dir}

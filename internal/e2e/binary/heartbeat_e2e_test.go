@@ -1,4 +1,4 @@
-package main
+package binary
 
 // Issue 26: told even when the machine is gone. A chamber with [heartbeat] pings a stand-in
 // healthchecks.io (internal/heartbeat/hctest, which replays the service's documented answers
@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/internal/heartbeat/hctest"
 	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/timer"
@@ -46,7 +47,7 @@ func TestHeartbeatFollowsTheSessions(t *testing.T) {
 	// reach the chamber's next wake within a second.
 	expectTimeout := func(what string) time.Time {
 		t.Helper()
-		st, err := stateOf(m, c.dir)
+		st, err := fixture.State(m, c.dir)
 		if err != nil || st.Wake == nil {
 			t.Fatalf("%s: state %+v, %v", what, st, err)
 		}
@@ -73,7 +74,7 @@ func TestHeartbeatFollowsTheSessions(t *testing.T) {
 	if len(items) != 1 || items[0].Kind != message.KindSummary || items[0].Session != 1 || !strings.Contains(items[0].Body, "watered the garden") {
 		t.Fatalf("outbox after a routine session: %+v", items)
 	}
-	key, err := message.LoadSealKey(filepath.Join(stateDirOf(m), "chambers", timer.ID(c.dir), message.SealKeyFile))
+	key, err := message.LoadSealKey(filepath.Join(fixture.StateDir(m), "chambers", timer.ID(c.dir), message.SealKeyFile))
 	if err != nil || !items[0].SealedBy(key) {
 		t.Fatalf("the summary is not sealed by the chamber's key (%v)", err)
 	}
@@ -123,7 +124,7 @@ func TestHeartbeatFollowsTheSessions(t *testing.T) {
 	// validate reads the check back as a step.
 	m.Restart(t)
 	m.WaitIdle(t, time.Minute, "cryo-*") // the boot unit's wake (nothing due) has come and gone
-	c.env = append(managerEnv(m), "HC_API_KEY="+hc.Key)
+	c.env = append(fixture.Env(m), "HC_API_KEY="+hc.Key)
 	out := c.stdout("validate", "--dir", c.dir, "--json")
 	var v struct {
 		Checks []struct {

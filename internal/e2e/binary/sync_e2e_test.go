@@ -1,4 +1,4 @@
-package main
+package binary
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/internal/confined"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/internal/mailtest"
 	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/timer"
@@ -64,16 +65,12 @@ func TestSyncEmailEndToEnd(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, data := range map[string]string{
+	fixture.WriteFiles(t, dir, fixture.Files{
 		"plan.md":   "Tend the garden; answer messages.\n",
 		"agent.sh":  syncAgent,
 		"cryo.toml": fmt.Sprintf(syncToml, smtp.Port, imap.Port),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env := managerEnv(m, "CRYO_IMAP_PW="+imap.Password)
+	})
+	env := fixture.Env(m, "CRYO_IMAP_PW="+imap.Password)
 	id := timer.ID(dir)
 	run := func(args ...string) string {
 		t.Helper()
@@ -89,7 +86,7 @@ func TestSyncEmailEndToEnd(t *testing.T) {
 		for !cond() {
 			if time.Now().After(deadline) {
 				_, status := bin(t, env, dir, "sync", "--status")
-				t.Fatalf("timed out waiting for %s\nsync --status: %s\ndovecot:\n%s\nmanager journal (tail):\n%s", what, status, imap.Log(), tail(m.Journal(t), 6000))
+				t.Fatalf("timed out waiting for %s\nsync --status: %s\ndovecot:\n%s\nmanager journal (tail):\n%s", what, status, imap.Log(), fixture.Tail(m.Journal(t), 6000))
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -274,14 +271,10 @@ func TestSyncCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	toml := "watch_inbox = false\n" + strings.Replace(fmt.Sprintf(syncToml, smtp.Port, imap.Port), "summaries = true\n", "", 1)
-	for name, data := range map[string]string{"plan.md": "Tend the garden.\n", "agent.sh": syncAgent, "cryo.toml": toml} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fixture.WriteFiles(t, dir, fixture.Files{"plan.md": "Tend the garden.\n", "agent.sh": syncAgent, "cryo.toml": toml})
 	id := timer.ID(dir)
-	noSecret := managerEnv(m)
-	env := managerEnv(m, "CRYO_IMAP_PW="+imap.Password)
+	noSecret := fixture.Env(m)
+	env := fixture.Env(m, "CRYO_IMAP_PW="+imap.Password)
 	expect := func(env []string, want int, re string, args ...string) string {
 		t.Helper()
 		code, out := bin(t, env, dir, args...)
@@ -353,7 +346,7 @@ func TestSyncCLI(t *testing.T) {
 // writeOutbox puts an agent's reply in the outbox, as a session does.
 func writeOutbox(t *testing.T, dir, from, text string) {
 	t.Helper()
-	if _, err := mailWrite(dir, message.OutboxDir, &message.Message{From: from, Time: time.Now().UTC(), Kind: message.KindReply, Session: 1, Body: text + "\n"}); err != nil {
+	if _, err := fixture.MailWrite(dir, message.OutboxDir, &message.Message{From: from, Time: time.Now().UTC(), Kind: message.KindReply, Session: 1, Body: text + "\n"}); err != nil {
 		t.Fatal(err)
 	}
 }

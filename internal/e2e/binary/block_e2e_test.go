@@ -1,4 +1,4 @@
-package main
+package binary
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
@@ -29,7 +30,7 @@ echo "[CRYO:EXIT 0] done"
 echo "[CRYO:WAKE +2h]"
 `
 	dir, env := newChamber(t, m, "cached", agent, "")
-	record := filepath.Join(stateDirOf(m), "chambers", timer.ID(dir), "block.json")
+	record := filepath.Join(fixture.StateDir(m), "chambers", timer.ID(dir), "block.json")
 	var cb struct {
 		Session  int               `json:"session"`
 		Markers  []json.RawMessage `json:"markers"`

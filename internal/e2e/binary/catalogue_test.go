@@ -1,20 +1,16 @@
-package main
+package binary
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/cryochamber/cryochamber/chamber"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
 
@@ -219,7 +215,7 @@ func answer(t *testing.T, m *systemdtest.Manager, env []string, b badInput) stri
 		}
 	case "state": // the chamber's private state on disk (damage, a hand edit), read by status
 		mustStart(env)
-		if err := os.WriteFile(chamber.StatePath(stateDirOf(m), dir), []byte(b.input), 0o600); err != nil {
+		if err := os.WriteFile(chamber.StatePath(fixture.StateDir(m), dir), []byte(b.input), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		code, out = binSplit(t, env, dir, "status", "--dir", dir)
@@ -238,7 +234,7 @@ func answer(t *testing.T, m *systemdtest.Manager, env []string, b badInput) stri
 		lines = append(lines, extra)
 	}
 	got := strings.Join(lines, "\n")
-	got = strings.ReplaceAll(got, filepath.Dir(chamber.StatePath(stateDirOf(m), dir)), "STATE")
+	got = strings.ReplaceAll(got, filepath.Dir(chamber.StatePath(fixture.StateDir(m), dir)), "STATE")
 	got = strings.ReplaceAll(got, dir, "CHAMBER")
 	got = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`).ReplaceAllString(got, "<time>")
 	return regexp.MustCompile(`\d{8}T\d{6}Z`).ReplaceAllString(got, "<time>")
@@ -282,25 +278,8 @@ func answerLines(code int, out string) []string {
 // after a "--- stderr ---" line.
 func binSplit(t *testing.T, env []string, dir string, args ...string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath, args...)
-	cmd.Env, cmd.Dir = env, dir
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			code = -int(ws.Signal())
-		}
-	case err != nil:
-		t.Fatalf("%v: %v", args, err)
-	}
-	return code, stdout.String() + "--- stderr ---\n" + stderr.String()
+	r := fixture.Run(t, env, dir, args...)
+	return r.Code, r.Stdout + "--- stderr ---\n" + r.Stderr
 }
 
 func TestBadInputCatalogue(t *testing.T) {
@@ -308,7 +287,7 @@ func TestBadInputCatalogue(t *testing.T) {
 		t.Fatalf("the catalogue has %d entries; the promise is at least 60", len(catalogue))
 	}
 	m := systemdtest.Start(t)
-	env := managerEnv(m)
+	env := fixture.Env(m)
 	answers := make([]string, len(catalogue))
 	t.Run("inputs", func(t *testing.T) {
 		for i, b := range catalogue {
@@ -347,7 +326,7 @@ func TestBadInputCatalogue(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	path := filepath.Join("docs", "BAD-INPUTS.md")
+	path := filepath.Join(fixture.Repo(t), "docs", "BAD-INPUTS.md")
 	if *update {
 		if err := os.WriteFile(path, doc.Bytes(), 0o644); err != nil {
 			t.Fatal(err)

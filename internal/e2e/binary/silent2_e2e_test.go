@@ -1,4 +1,4 @@
-package main
+package binary
 
 // Issue 23, "Nothing stops silently, round 2": the stops found after the first round, each tried
 // end to end with the built binary against a private systemd user manager (timer/systemdtest)
@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/internal/e2e"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/internal/mailtest"
 	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/timer"
@@ -78,13 +79,9 @@ func TestSilent2_02StrayTempAfterKilledWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	toml := "watch_inbox = false\n" + strings.Replace(fmt.Sprintf(syncToml, smtp.Port, imap.Port), "summaries = true\n", "", 1)
-	for name, data := range map[string]string{"plan.md": "Tend the garden.\n", "agent.sh": syncAgent, "cryo.toml": toml} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fixture.WriteFiles(t, dir, fixture.Files{"plan.md": "Tend the garden.\n", "agent.sh": syncAgent, "cryo.toml": toml})
 	id := timer.ID(dir)
-	env := managerEnv(m, "CRYO_IMAP_PW="+imap.Password)
+	env := fixture.Env(m, "CRYO_IMAP_PW="+imap.Password)
 	expect := func(env []string, want int, re string, args ...string) string {
 		t.Helper()
 		code, out := bin(t, env, dir, args...)
@@ -280,15 +277,15 @@ fi
 			hook := startAlertHook(t, false)
 			c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\nfallback_after = \"15s\"\n"+alertToml(hook, nil), agent, nil)
 			c.start(0)
-			store := filepath.Join(stateDirOf(m), "chambers", timer.ID(c.dir))
+			store := filepath.Join(fixture.StateDir(m), "chambers", timer.ID(c.dir))
 			tc.damage(t, m, store)
 			begun := time.Now()
-			waitFor(t, 60*time.Second, "the wake's alert "+tc.reason, func() bool {
+			fixture.WaitFor(t, 60*time.Second, "the wake's alert "+tc.reason, func() bool {
 				if len(hook.withReason(tc.reason)) > 0 {
 					return true
 				}
 				if time.Since(begun) > 55*time.Second {
-					t.Logf("hook:\n%s\njournal:\n%s", hook, tail(m.Journal(t), 4000))
+					t.Logf("hook:\n%s\njournal:\n%s", hook, fixture.Tail(m.Journal(t), 4000))
 					begun = time.Now()
 				}
 				return false
@@ -297,9 +294,9 @@ fi
 				t.Errorf("the alert does not say %q:\n%s", tc.says, msg)
 			}
 			if tc.deadMan {
-				waitFor(t, 60*time.Second, "the dead-man's alert too", func() bool { return len(hook.withReason(tc.reason)) > 1 })
+				fixture.WaitFor(t, 60*time.Second, "the dead-man's alert too", func() bool { return len(hook.withReason(tc.reason)) > 1 })
 			} else {
-				waitFor(t, 60*time.Second, "session 2", func() bool { return c.file("runs.txt") == tc.runs })
+				fixture.WaitFor(t, 60*time.Second, "session 2", func() bool { return c.file("runs.txt") == tc.runs })
 				if n := len(hook.withReason(tc.reason)); n != 1 {
 					t.Errorf("%d alerts %s, want 1:\n%s", n, tc.reason, hook)
 				}
@@ -319,7 +316,7 @@ func TestSilent2_AcceptedConfigLostRefuses(t *testing.T) {
 	hook := startAlertHook(t, false)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), okAgent, nil)
 	c.start(0)
-	store := filepath.Join(stateDirOf(m), "chambers", timer.ID(c.dir))
+	store := filepath.Join(fixture.StateDir(m), "chambers", timer.ID(c.dir))
 	putFile(t, filepath.Join(store, "cryo.toml"), "agent = \"./agent.sh\"\n") // valid TOML: the defaults
 	putFile(t, filepath.Join(store, "cryo.toml.copy"), "agent = \"./ag\x00\x00\x00")
 	out := c.must(1, "wake", "--dir", c.dir, "--now")
@@ -342,6 +339,7 @@ func TestSilent2_AcceptedConfigLostRefuses(t *testing.T) {
 	c.must(0, "cancel", "--dir", c.dir)
 }
 
+// putFile writes a file of the private state store (0600, as the store keeps them).
 func putFile(t *testing.T, p, data string) {
 	t.Helper()
 	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
@@ -360,7 +358,7 @@ func TestSilent2_07BinaryMovedThenReboot(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(installed), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(binPath)
+	data, err := os.ReadFile(fixture.Binary())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,10 +371,10 @@ func TestSilent2_07BinaryMovedThenReboot(t *testing.T) {
 	if err := os.Remove(installed); err != nil {
 		t.Fatal(err)
 	}
-	c.bin = binPath
+	c.bin = fixture.Binary()
 	m.Restart(t)
 	id := timer.ID(c.dir)
-	waitFor(t, 60*time.Second, "the boot unit re-arms the wake and its dead-man", func() bool {
+	fixture.WaitFor(t, 60*time.Second, "the boot unit re-arms the wake and its dead-man", func() bool {
 		out := m.Systemctl(t, "list-timers", "--no-legend", "--plain", "--all", id+"-*")
 		return strings.Contains(out, id+"-wake.timer") && strings.Contains(out, id+"-fallback.timer")
 	})
@@ -438,9 +436,9 @@ func TestSilent2_13ShutdownDuringSession(t *testing.T) {
 	hook := startAlertHook(t, false)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), hangAgent, nil)
 	c.start(0)
-	putFile(t, filepath.Join(c.dir, "hang"), "")
+	fixture.WriteFile(t, filepath.Join(c.dir, "hang"), "")
 	c.must(0, "send", "--dir", c.dir, "--wake", "Water the ferns.")
-	waitFor(t, 30*time.Second, "session 2 running under the manager", func() bool { return fileExists(filepath.Join(c.dir, "wake.pid")) })
+	fixture.WaitFor(t, 30*time.Second, "session 2 running under the manager", func() bool { return fixture.Exists(filepath.Join(c.dir, "wake.pid")) })
 	m.Restart(t)
 	deadline := time.Now().Add(90 * time.Second)
 	for {
@@ -450,7 +448,7 @@ func TestSilent2_13ShutdownDuringSession(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			_, st := c.run("status", "--dir", c.dir)
-			t.Fatalf("session 2 was not retried after the restart:\n%s\ncryo.log:\n%s\nhook:\n%s\njournal:\n%s", st, tail(c.file("cryo.log"), 3000), hook, tail(m.Journal(t), 5000))
+			t.Fatalf("session 2 was not retried after the restart:\n%s\ncryo.log:\n%s\nhook:\n%s\njournal:\n%s", st, fixture.Tail(c.file("cryo.log"), 3000), hook, fixture.Tail(m.Journal(t), 5000))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -492,11 +490,11 @@ esac
 	select {
 	case <-hook.arrived:
 	case <-time.After(60 * time.Second):
-		t.Fatalf("no alert arrived; runs %q\n%s", c.file("runs.txt"), tail(m.Journal(t), 4000))
+		t.Fatalf("no alert arrived; runs %q\n%s", c.file("runs.txt"), fixture.Tail(m.Journal(t), 4000))
 	}
 	time.Sleep(20 * time.Second)
 	hook.unhold()
-	waitFor(t, 60*time.Second, "session 3 runs", func() bool { return strings.Contains(c.file("runs.txt"), "ran 3") })
+	fixture.WaitFor(t, 60*time.Second, "session 3 runs", func() bool { return strings.Contains(c.file("runs.txt"), "ran 3") })
 	if n := len(hook.withReason("missed")); n != 0 {
 		t.Errorf("%d alerts missed:\n%s", n, hook)
 	}
@@ -524,7 +522,7 @@ echo "[CRYO:WAKE +1h]"
 	alone := newTrial(t, m, toml, agent, nil)
 	both.start(0)
 	alone.start(0)
-	waitFor(t, 150*time.Second, "the working target is told that the other fails", func() bool { return len(good.withReason("target-failing")) > 0 })
+	fixture.WaitFor(t, 150*time.Second, "the working target is told that the other fails", func() bool { return len(good.withReason("target-failing")) > 0 })
 	if msg := fmt.Sprint(good.withReason("target-failing")[0]["message"]); !strings.Contains(msg, revoked.URL) || !strings.Contains(msg, "500") {
 		t.Errorf("the notice says:\n%s", msg)
 	}
@@ -538,7 +536,7 @@ echo "[CRYO:WAKE +1h]"
 	if err := json.Unmarshal([]byte(both.stdout("status", "--dir", both.dir, "--json")), &full); err != nil || len(full.Failing) != 1 || full.Nobody {
 		t.Errorf("status --json of the chamber with a working target: %+v %v (%+v)", full, err, s)
 	}
-	waitFor(t, 60*time.Second, "the lone chamber's target fails twice", func() bool {
+	fixture.WaitFor(t, 60*time.Second, "the lone chamber's target fails twice", func() bool {
 		if err := json.Unmarshal([]byte(alone.stdout("status", "--dir", alone.dir, "--json")), &full); err != nil {
 			return false
 		}
@@ -575,12 +573,8 @@ func TestSilent2_15ChannelDown(t *testing.T) {
 	}
 	toml := "watch_inbox = false\n" + strings.Replace(fmt.Sprintf(syncToml, smtp.Port, imap.Port), "summaries = true\n", "", 1) +
 		fmt.Sprintf("\n[[fallback]]\naction = \"webhook\"\ntarget = %q\n", hook.URL)
-	for name, data := range map[string]string{"plan.md": "Tend the garden.\n", "agent.sh": syncAgent, "cryo.toml": toml} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env := managerEnv(m, "CRYO_IMAP_PW="+imap.Password)
+	fixture.WriteFiles(t, dir, fixture.Files{"plan.md": "Tend the garden.\n", "agent.sh": syncAgent, "cryo.toml": toml})
+	env := fixture.Env(m, "CRYO_IMAP_PW="+imap.Password)
 	expect := func(want int, args ...string) string {
 		t.Helper()
 		code, out := bin(t, env, dir, args...)
@@ -638,7 +632,7 @@ if [ "$CRYO_SESSION" = 1 ]; then ` + wakeAt(3) + `; fi
 	if out := m.Systemctl(t, "show", "--property=LoadState", "--value", timer.SystemdBootName(id)); strings.TrimSpace(out) != "loaded" {
 		t.Fatalf("the boot unit is not loaded while the plan runs (%q): the test cannot tell", out)
 	}
-	waitFor(t, 60*time.Second, "session 2 completes the plan (the real timer fires it)", func() bool { return c.status().Phase == "complete" })
+	fixture.WaitFor(t, 60*time.Second, "session 2 completes the plan (the real timer fires it)", func() bool { return c.status().Phase == "complete" })
 	m.WaitIdle(t, 30*time.Second, id+"-*")
 	out := m.Systemctl(t, "list-units", "--all", "--no-legend", "--plain", id+"-*")
 	if strings.TrimSpace(out) != "" {
@@ -663,11 +657,11 @@ func TestSilent2_10PausedChamberGone(t *testing.T) {
 	if err := os.Rename(c.dir, away); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "the alert missing", func() bool { return len(hook.withReason("missing")) > 0 })
+	fixture.WaitFor(t, 60*time.Second, "the alert missing", func() bool { return len(hook.withReason("missing")) > 0 })
 	if msg := fmt.Sprint(hook.withReason("missing")[0]["message"]); !strings.Contains(msg, "pause") {
 		t.Errorf("the alert says:\n%s", msg)
 	}
-	st, err := stateOf(m, c.dir)
+	st, err := fixture.State(m, c.dir)
 	if err != nil || st.Phase != "paused" || st.Timers.Wake == nil || !st.Timers.Wake.After(time.Now()) {
 		t.Fatalf("after the alert: %+v %v; want paused, the end of the pause armed again", st, err)
 	}
@@ -871,7 +865,7 @@ echo '[CRYO:TODO +2h "prune the roses"]'
 `
 			c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), agent, nil)
 			c.start(0)
-			store := filepath.Join(stateDirOf(m), "chambers", timer.ID(c.dir))
+			store := filepath.Join(fixture.StateDir(m), "chambers", timer.ID(c.dir))
 			if tc.content == "" {
 				_ = os.Remove(filepath.Join(store, tc.file))
 			} else {
@@ -913,7 +907,7 @@ if [ "$CRYO_SESSION" = 1 ]; then ` + wakeAt(10) + `; else echo "[CRYO:WAKE +1h]"
 			c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\nfallback_after = \"30s\"\n", agent, nil)
 			c.start(0)
 			tc.event(t, m)
-			waitFor(t, 60*time.Second, "session 2", func() bool { return c.file("runs.txt") == "ran 1\nran 2\n" })
+			fixture.WaitFor(t, 60*time.Second, "session 2", func() bool { return c.file("runs.txt") == "ran 1\nran 2\n" })
 			m.WaitIdle(t, 30*time.Second, timer.ID(c.dir)+"-*")
 			if s := c.status(); s.Phase != "armed" || s.Session != 2 {
 				t.Errorf("after session 2: %+v", s)
@@ -951,13 +945,13 @@ func TestSilent2_16ThousandMessageBurst(t *testing.T) {
 	c.start(0)
 	now := time.Now().UTC()
 	for i := 0; i < 1000; i++ {
-		if _, err := mailWrite(c.dir, message.InboxDir, &message.Message{From: "alice", Time: now.Add(time.Duration(i) * time.Microsecond), Body: fmt.Sprintf("message %d\n", i)}); err != nil {
+		if _, err := fixture.MailWrite(c.dir, message.InboxDir, &message.Message{From: "alice", Time: now.Add(time.Duration(i) * time.Microsecond), Body: fmt.Sprintf("message %d\n", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	deadline := time.Now().Add(180 * time.Second)
 	for {
-		names, _ := mailNames(c.dir, message.InboxDir)
+		names, _ := fixture.MailNames(c.dir, message.InboxDir)
 		if len(names) == 0 {
 			break
 		}

@@ -1,4 +1,4 @@
-package main
+package binary
 
 // Issue 12, "Nothing stops silently": every way a plan was seen to stop, or a message to go
 // unanswered, with nobody told, tried end to end: the built binary, a private systemd user
@@ -15,7 +15,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,6 +30,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/internal/mailtest"
 	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/timer"
@@ -126,63 +126,44 @@ type trial struct {
 	m   *systemdtest.Manager
 	env []string
 	dir string
-	bin string // the cryochamber binary the trial runs (binPath unless a test installs a copy)
+	bin string // the cryochamber binary the trial runs (fixture.Binary() unless a test installs a copy)
 }
 
 // newTrial writes a chamber (plan.md, cryo.toml, agent.sh and the extra files) in a fresh
 // directory; files whose content starts with "#!" are executable.
 func newTrial(t *testing.T, m *systemdtest.Manager, toml, agent string, extra map[string]string) *trial {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "chamber")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]string{"plan.md": "Keep the garden watered.\n", "cryo.toml": toml, "agent.sh": agent}
+	files := fixture.Files{"plan.md": "Keep the garden watered.\n"}
 	for k, v := range extra {
 		files[k] = v
 	}
-	for name, data := range files {
-		mode := os.FileMode(0o644)
-		if strings.HasPrefix(data, "#!") {
-			mode = 0o755
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), mode); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return &trial{t: t, m: m, env: managerEnv(m), dir: dir, bin: binPath}
+	dir := fixture.Chamber(t, toml, agent, files)
+	return &trial{t: t, m: m, env: fixture.Env(m), dir: dir, bin: fixture.Binary()}
 }
 
 // run runs the binary in the chamber and returns its exit status and output (stdout and
 // stderr together), within 3 minutes.
 func (c *trial) run(args ...string) (int, string) {
 	c.t.Helper()
-	code, out, timedOut := runWithin(c.t, c.bin, c.env, c.dir, 3*time.Minute, args...)
-	if timedOut {
-		c.t.Fatalf("%s: still running after 3m\n%s", strings.Join(args, " "), out)
-	}
-	return code, out
+	r := c.cmd().Run(c.t, args...)
+	return r.Code, r.Output
+}
+
+// cmd is how the trial runs its binary.
+func (c *trial) cmd() fixture.Cmd {
+	return fixture.Cmd{Binary: c.bin, Env: c.env, Dir: c.dir, Limit: 3 * time.Minute}
 }
 
 // must runs the binary and fails the test unless it exits with want.
 func (c *trial) must(want int, args ...string) string {
 	c.t.Helper()
-	code, out := c.run(args...)
-	if code != want {
-		c.t.Fatalf("%s: exit %d, want %d\n%s", strings.Join(args, " "), code, want, out)
-	}
-	return out
+	return c.cmd().Must(c.t, want, args...)
 }
 
 // stdout runs the binary and returns what it printed on stdout alone (for --json).
 func (c *trial) stdout(args ...string) string {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, c.bin, args...)
-	cmd.Env, cmd.Dir = c.env, c.dir
-	out, _ := cmd.Output()
-	return string(out)
+	return c.cmd().Run(c.t, args...).Stdout
 }
 
 // start starts the chamber (session 1 runs) and expects exit status want.
@@ -248,10 +229,10 @@ func (s silentStatus) osTimer(kind string) *time.Time {
 // outbox reads every message of the chamber's outbox.
 func (c *trial) outbox() []*message.Message {
 	c.t.Helper()
-	names, _ := mailNames(c.dir, message.OutboxDir)
+	names, _ := fixture.MailNames(c.dir, message.OutboxDir)
 	var out []*message.Message
 	for _, n := range names {
-		m, err := mailRead(c.dir, message.OutboxDir, n)
+		m, err := fixture.MailRead(c.dir, message.OutboxDir, n)
 		if err != nil {
 			c.t.Fatalf("outbox %s: %v", n, err)
 		}
@@ -318,7 +299,7 @@ case "$last" in *"Messages claimed"*) echo '[CRYO:REPLY "read all of them, thank
 	for i := 0; i < n; i++ {
 		c.must(0, "send", "--dir", c.dir, "--from", "alice", fmt.Sprintf("question %d", i))
 	}
-	sent, err := mailNames(c.dir, message.InboxDir)
+	sent, err := fixture.MailNames(c.dir, message.InboxDir)
 	if err != nil || len(sent) != n {
 		t.Fatalf("the inbox holds %d messages (%v), want %d", len(sent), err, n)
 	}
@@ -361,7 +342,7 @@ echo "[CRYO:EXIT 0] the garden is finished"
 	if err := os.MkdirAll(filepath.Join(c.dir, message.InboxDir), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	id, err := mailWrite(c.dir, message.InboxDir, &message.Message{From: "alice", Time: time.Now().UTC(), Body: "is it done?\n"})
+	id, err := fixture.MailWrite(c.dir, message.InboxDir, &message.Message{From: "alice", Time: time.Now().UTC(), Body: "is it done?\n"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +402,7 @@ echo "[CRYO:EXIT 0] answered a question"
 	}
 	plan := *before.NextWake
 	c.must(0, "send", "--dir", c.dir, "--wake", "will you water on Thursday?")
-	waitFor(t, 60*time.Second, "session 2, woken by send --wake, has finished", func() bool {
+	fixture.WaitFor(t, 60*time.Second, "session 2, woken by send --wake, has finished", func() bool {
 		s := c.status()
 		return s.Session == 2 && s.Phase != "running"
 	})
@@ -526,7 +507,7 @@ func TestSilent16SlowWebhookDoesNotStarveEmail(t *testing.T) {
 	case <-time.After(90 * time.Second):
 		t.Fatal("the webhook was not called within 90s")
 	}
-	waitFor(t, 45*time.Second, "the email alert arrives while the webhook hangs", func() bool {
+	fixture.WaitFor(t, 45*time.Second, "the email alert arrives while the webhook hangs", func() bool {
 		return len(mailsWith(smtp, "Invalid API key")) > 0
 	})
 	hook.unhold()
@@ -615,25 +596,14 @@ func TestSilent18AlertsSayWhy(t *testing.T) {
 }
 
 // runWithin runs the binary with env and a deadline of its own; timedOut reports that it was
-// still running at the deadline (and was killed).
+// still running at the deadline (and was killed); out is stdout and stderr together.
 func runWithin(t *testing.T, binary string, env []string, dir string, limit time.Duration, args ...string) (code int, out string, timedOut bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Env, cmd.Dir = env, dir
-	cmd.WaitDelay = 5 * time.Second
-	b, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
-		return -1, string(b), true
+	r := fixture.Cmd{Binary: binary, Env: env, Dir: dir, Limit: limit}.Try(args...)
+	if r.Err != nil {
+		t.Fatalf("%v: %v", args, r.Err)
 	}
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), string(b), false
-	}
-	if err != nil {
-		t.Fatalf("%v: %v", args, err)
-	}
-	return 0, string(b), false
+	return r.Code, r.Output, r.TimedOut
 }
 
 // wakeAt prints, in an agent script, a WAKE the given number of seconds from now (absolute, in
@@ -709,7 +679,7 @@ func TestSilent05KilledEarlySession(t *testing.T) {
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 				t.Fatalf("kill -9 %d: %v", pid, err)
 			}
-			waitFor(t, 10*time.Second, "the wake is dead", func() bool { return !processLives(pid) })
+			fixture.WaitFor(t, 10*time.Second, "the wake is dead", func() bool { return !fixture.ProcessLives(pid) })
 			// While it is dead, status says what will recover it: the session's dead-man.
 			s := c.status()
 			var deadman *time.Time
@@ -732,7 +702,7 @@ func TestSilent05KilledEarlySession(t *testing.T) {
 				t.Errorf("status does not say the holder is dead and the dead-man is armed:\n%s", text)
 			}
 			// The dead-man recovers it: an alert, the message answered, a retry armed.
-			waitFor(t, 60*time.Second, "the dead-man alerts and recovers the session", func() bool {
+			fixture.WaitFor(t, 60*time.Second, "the dead-man alerts and recovers the session", func() bool {
 				s := c.status()
 				return len(hook.withReason("crashed")) > 0 && s.Phase == "armed"
 			})
@@ -791,7 +761,7 @@ echo "[CRYO:WAKE +1h]"
 	}
 	c.must(0, "send", "--dir", c.dir, "second question")
 	hook.unhold()
-	waitFor(t, 60*time.Second, "the second question is answered", func() bool {
+	fixture.WaitFor(t, 60*time.Second, "the second question is answered", func() bool {
 		for _, o := range c.outbox() {
 			if o.Kind == message.KindReply && o.Body == "answered\n" {
 				return true
@@ -832,7 +802,7 @@ func TestSilent09FailuresNeverEndPlan(t *testing.T) {
 		t.Fatalf("%d alerts after entering slow retry, want 1: %s", n, hook)
 	}
 	// The timer fires a minute later: session 2 fails too; no second alert, a notice.
-	waitFor(t, 100*time.Second, "the slow retry runs session 2", func() bool {
+	fixture.WaitFor(t, 100*time.Second, "the slow retry runs session 2", func() bool {
 		s := c.status()
 		return s.Session == 2 && s.Phase == "armed"
 	})
@@ -894,8 +864,8 @@ func TestSilent14SMTPOutage(t *testing.T) {
 		t.Fatalf("after the failed delivery: %d undelivered, alert timer %v (OS %v)", s.Undelivered, alertTimer, s.osTimer("alert"))
 	}
 	smtp.Start()
-	waitFor(t, 150*time.Second, "the mail arrives by the alert timer", func() bool { return len(smtp.Messages()) > 0 })
-	waitFor(t, 30*time.Second, "nothing is left to deliver and the alert timer is gone", func() bool {
+	fixture.WaitFor(t, 150*time.Second, "the mail arrives by the alert timer", func() bool { return len(smtp.Messages()) > 0 })
+	fixture.WaitFor(t, 30*time.Second, "nothing is left to deliver and the alert timer is gone", func() bool {
 		s := c.status()
 		return s.Undelivered == 0 && s.osTimer("alert") == nil
 	})
@@ -918,7 +888,7 @@ func TestSilent15BinaryRemoved(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(installed), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(binPath)
+	data, err := os.ReadFile(fixture.Binary())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -944,14 +914,14 @@ fi
 	if err := os.Remove(installed); err != nil {
 		t.Fatal(err)
 	}
-	c.bin = binPath // the operator's shell now finds another build; the timers do not
-	waitFor(t, time.Until(due.Add(60*time.Second)), "the dead-man alerts that the wake did not run", func() bool {
+	c.bin = fixture.Binary() // the operator's shell now finds another build; the timers do not
+	fixture.WaitFor(t, time.Until(due.Add(60*time.Second)), "the dead-man alerts that the wake did not run", func() bool {
 		return len(hook.withReason("missed")) > 0
 	})
 	if msg := fmt.Sprint(hook.withReason("missed")[0]["message"]); !strings.Contains(msg, installed) || !strings.Contains(msg, "gone") {
 		t.Errorf("the alert does not say the binary is gone:\n%s", msg)
 	}
-	waitFor(t, 60*time.Second, "the re-armed wake runs session 2", func() bool {
+	fixture.WaitFor(t, 60*time.Second, "the re-armed wake runs session 2", func() bool {
 		s := c.status()
 		return s.Session == 2 && s.Phase == "armed"
 	})
@@ -993,8 +963,8 @@ func TestSilent06MessageDuringReload(t *testing.T) {
 	const n = 10
 	for i := 0; i < n; i++ {
 		c.must(0, "send", "--dir", c.dir, fmt.Sprintf("question %d", i))
-		waitFor(t, 30*time.Second, fmt.Sprintf("question %d is answered", i), func() bool {
-			names, _ := mailNames(c.dir, message.InboxDir)
+		fixture.WaitFor(t, 30*time.Second, fmt.Sprintf("question %d is answered", i), func() bool {
+			names, _ := fixture.MailNames(c.dir, message.InboxDir)
 			return len(names) == 0 && c.status().Phase == "armed"
 		})
 	}
@@ -1078,7 +1048,7 @@ echo "[CRYO:EXIT 0] session $CRYO_SESSION"
 			t.Fatal(err)
 		}
 		// The real wake timer fires while the directory is not there.
-		waitFor(t, 60*time.Second, "the wake timer fires and alerts that the chamber is missing", func() bool {
+		fixture.WaitFor(t, 60*time.Second, "the wake timer fires and alerts that the chamber is missing", func() bool {
 			return len(hook.withReason("missing")) == 1
 		})
 		if err := os.Rename(away, c.dir); err != nil {
@@ -1458,8 +1428,8 @@ echo "[CRYO:WAKE +1h]"
 			code, out, _ := runWithin(t, c.bin, c.env, c.dir, 3*time.Minute, step.args...)
 			done <- result{code, out}
 		}()
-		waitFor(t, 30*time.Second, fmt.Sprintf("session %d is running", step.n), func() bool {
-			return fileExists(filepath.Join(c.dir, fmt.Sprintf("waiting-%d", step.n)))
+		fixture.WaitFor(t, 30*time.Second, fmt.Sprintf("session %d is running", step.n), func() bool {
+			return fixture.Exists(filepath.Join(c.dir, fmt.Sprintf("waiting-%d", step.n)))
 		})
 		m.Restart(t) // the manager and its bus go away and come back while the agent works
 		if err := os.WriteFile(filepath.Join(c.dir, fmt.Sprintf("go-%d", step.n)), nil, 0o644); err != nil {
@@ -1491,11 +1461,6 @@ echo "[CRYO:WAKE +1h]"
 	if code == 0 || !strings.Contains(out, "did not answer") {
 		t.Errorf("start against a silent bus: exit %d:\n%s", code, out)
 	}
-}
-
-func fileExists(p string) bool {
-	_, err := os.Lstat(p)
-	return err == nil
 }
 
 // TestSilent02StateStaysReadable: what sessions add to the state never grows it past what its
@@ -1544,7 +1509,7 @@ echo "[CRYO:WAKE +1h]"
 		t.Errorf("the dead-man after the TODOs:\n%s", out)
 	}
 	// What a wake reads stays small: the done items went to the archive.
-	priv := filepath.Join(stateDirOf(m), "chambers", timer.ID(c.dir))
+	priv := filepath.Join(fixture.StateDir(m), "chambers", timer.ID(c.dir))
 	data, err := os.ReadFile(filepath.Join(priv, "todo.json"))
 	if err != nil {
 		t.Fatal(err)

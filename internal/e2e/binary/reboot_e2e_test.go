@@ -1,4 +1,4 @@
-package main
+package binary
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
@@ -34,15 +35,11 @@ echo "[CRYO:WAKE +1h]"
 	if err := os.MkdirAll(alerting, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for file, data := range map[string]string{
+	fixture.WriteFiles(t, alerting, fixture.Files{
 		"plan.md":   "x\n",
 		"cryo.toml": "agent = \"./agent.sh\"\n\n[[fallback]]\naction = \"webhook\"\ntarget = \"http://127.0.0.1:1/refused\"\n",
 		"agent.sh":  strings.Replace(agent, "${CRYO_EXIT:-0}", "2", 1),
-	} {
-		if err := os.WriteFile(filepath.Join(alerting, file), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	if code, out := bin(t, env, alerting, "start", filepath.Join(alerting, "plan.md")); code != 0 {
 		t.Fatalf("start: %d\n%s", code, out)
 	}
@@ -57,7 +54,7 @@ echo "[CRYO:WAKE +1h]"
 		dir   string
 		kinds []timer.Kind
 	}{{armed, []timer.Kind{timer.Wake, timer.Fallback}}, {paused, []timer.Kind{timer.Wake}}, {alerting, []timer.Kind{timer.Wake, timer.Fallback, timer.Alert}}} {
-		st, err := stateOf(m, c.dir)
+		st, err := fixture.State(m, c.dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +65,7 @@ echo "[CRYO:WAKE +1h]"
 			}
 			dir, kind := c.dir, k
 			wants = append(wants, want{dir: dir, kind: kind, at: func() *time.Time {
-				st, err := stateOf(m, dir)
+				st, err := fixture.State(m, dir)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -90,7 +87,7 @@ echo "[CRYO:WAKE +1h]"
 	defer be.Close()
 	for _, w := range wants {
 		name := filepath.Base(w.dir) + " " + string(w.kind)
-		waitUntil(t, 30*time.Second, name+" timer re-armed by the boot unit", func() bool {
+		fixture.WaitFor(t, 30*time.Second, name+" timer re-armed by the boot unit", func() bool {
 			at := w.at()
 			next, ok, err := be.Next(ctx, timer.ID(w.dir), w.kind)
 			return err == nil && ok && at != nil && next.Equal(*at)

@@ -1,4 +1,4 @@
-package main
+package binary
 
 // End-to-end tests of `cryochamber web`: the installed, socket-activated dashboard against a
 // private systemd user manager (the manager listens, starts the server at the first request,
@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/chamber"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 	"github.com/cryochamber/cryochamber/web"
@@ -46,21 +47,12 @@ var urlLine = regexp.MustCompile(`(?m)^open: (http://\S+/\?token=([0-9a-f]{64}))
 // webChamber makes and starts a chamber whose agent runs script.
 func webChamber(t *testing.T, env []string, dir, script string, toml string) {
 	t.Helper()
-	for name, data := range map[string]string{
+	fixture.WriteFiles(t, dir, fixture.Files{
 		"plan.md":   "Answer the messages.\n",
 		"cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\n" + toml,
 		"agent.sh":  script,
-	} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if code, out := bin(t, env, dir, "start", filepath.Join(dir, "plan.md")); code != 0 {
-		t.Fatalf("start %s: exit %d\n%s", dir, code, out)
-	}
+	})
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 }
 
 // get asks the dashboard for path with the token in the header, over client.
@@ -95,7 +87,7 @@ func unixClient(path string) *http.Client {
 // again; ps never takes its units for a chamber's; --uninstall removes everything.
 func TestWebInstall(t *testing.T) {
 	m := systemdtest.Start(t)
-	env := managerEnv(m)
+	env := fixture.Env(m)
 	dir := filepath.Join(t.TempDir(), "garden")
 	webChamber(t, env, dir, "#!/bin/sh\necho '[CRYO:EXIT 0] tended'\necho '[CRYO:WAKE +1h]'\n", "")
 	port := freePort(t)
@@ -230,7 +222,7 @@ type webProcess struct {
 // startWeb runs `cryochamber web ARGS` and waits for the URL it prints. The test ends it.
 func startWeb(t *testing.T, env []string, args ...string) *webProcess {
 	t.Helper()
-	cmd := exec.Command(binPath, append([]string{"web"}, args...)...)
+	cmd := exec.Command(fixture.Binary(), append([]string{"web"}, args...)...)
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
@@ -292,7 +284,7 @@ func (p *webProcess) interrupt(t *testing.T) {
 	select {
 	case <-p.done:
 		var ee *exec.ExitError
-		if !errors.As(p.err, &ee) || ee.ExitCode() != exitInterrupted || !strings.HasSuffix(p.output(), "cryochamber: interrupted\n") {
+		if !errors.As(p.err, &ee) || ee.ExitCode() != fixture.ExitInterrupted || !strings.HasSuffix(p.output(), "cryochamber: interrupted\n") {
 			t.Errorf("cryochamber web after Ctrl-C: %v\n%s", p.err, p.output())
 		}
 	case <-time.After(30 * time.Second):
@@ -308,7 +300,7 @@ func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 // its token across runs, refuses a port that is taken, and ends cleanly with Ctrl-C.
 func TestWebForeground(t *testing.T) {
 	m := systemdtest.Start(t)
-	env := managerEnv(m)
+	env := fixture.Env(m)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	p := startWeb(t, env, "--listen", addr)
 	sock := filepath.Join(m.RuntimeDir, "cryochamber", "web.sock")

@@ -826,11 +826,7 @@ func runOutsideE2E(t *testing.T, c agentCase, tools outsideTools, variants []out
 			defer logOnFailure(t, srv, mgr, chamber)
 			// A failed session leaves timers and an inbox watcher, which the removal of the
 			// chamber would trigger: cancel first (cleanups run last registered first).
-			t.Cleanup(func() {
-				cmd := exec.Command(fixture.Binary(), "cancel", "--dir", chamber)
-				cmd.Dir, cmd.Env = mgr.Home, env
-				_ = cmd.Run()
-			})
+			t.Cleanup(func() { fixture.Cmd{Env: env, Dir: mgr.Home}.Try("cancel", "--dir", chamber) })
 
 			out, errOut, code := runCryoE2E(t, env, mgr.Home, "start", filepath.Join(chamber, "plan.md"))
 			if code != 0 || !strings.Contains(out, "session 1: EXIT 0 worked outside the chamber") ||

@@ -130,6 +130,6 @@ func deref[T any](p *T) any {
 	return fmt.Sprint(*p)
 }
 
-func TestAgentUsageClaude(t *testing.T)   { testAgentUsage(t, "claude", true) }
-func TestAgentUsageCodex(t *testing.T)    { testAgentUsage(t, "codex", false) }
-func TestAgentUsageOpencode(t *testing.T) { testAgentUsage(t, "opencode", true) }
+func TestAgentUsageClaude(t *testing.T)   { t.Parallel(); testAgentUsage(t, "claude", true) }
+func TestAgentUsageCodex(t *testing.T)    { t.Parallel(); testAgentUsage(t, "codex", false) }
+func TestAgentUsageOpencode(t *testing.T) { t.Parallel(); testAgentUsage(t, "opencode", true) }

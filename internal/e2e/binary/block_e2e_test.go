@@ -19,6 +19,7 @@ import (
 // that changed after the block (here: a stray line after its END) is read, and refused, as
 // before.
 func TestClosedBlockRecordChangesNothing(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 i=0

@@ -192,6 +192,7 @@ func (h *hookServer) describe() string {
 // Before the fix (b83b96b): the wake redelivered the forgery: a POST to /internal-admin and a
 // mail to attacker@evil.test, both carrying the agent's text.
 func TestBoundaryForgedAlert(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	smtp := mailtest.StartSMTP(t)
 	hooks := startHooks(t)
@@ -304,6 +305,7 @@ echo "[CRYO:WAKE +1h]"
 // Before the fix (b83b96b): the wake wrote the prompt through the symlink: the file outside was
 // overwritten with the prompt and set to 0600.
 func TestBoundaryPromptSymlink(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 for last; do :; done
@@ -353,6 +355,7 @@ echo "[CRYO:WAKE +1h]"
 // Before the fix (b83b96b): the claim was taken from timer.json; the recovery renamed the file
 // from outside into the chamber (outside/secret.md was gone) and quoted it in the prompt.
 func TestBoundaryForgedClaims(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 for last; do :; done
@@ -439,6 +442,7 @@ echo "[CRYO:WAKE +1h]"
 // the agent's "cryochamber". (b83b96b fails it differently: its pin caught the forged binary and
 // refused to run, so the chamber stopped; it recorded no agent process groups to end.)
 func TestBoundaryLegacyAdoption(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := fixture.Chamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", recordingAgent, map[string]string{
 		"evil-cryochamber": "#!/bin/sh\ntouch \"$(dirname \"$0\")/evil-ran\"\n",
@@ -532,6 +536,7 @@ func TestBoundaryLegacyAdoption(t *testing.T) {
 // Before the fix (b83b96b): status printed the outside file's lines as the latest block, and
 // the next session's block was appended to the file outside.
 func TestBoundaryLogSymlink(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := fixture.Chamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", recordingAgent, nil)
 	env := fixture.Env(m)
@@ -597,6 +602,7 @@ func TestBoundaryLogSymlink(t *testing.T) {
 // Before the fix (b83b96b): the key was quoted in session 2's prompt, and the message in the
 // directory outside was quoted in session 3's and moved into an archive/ created outside.
 func TestBoundaryInboxSymlink(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 for last; do :; done
@@ -663,6 +669,7 @@ echo "[CRYO:WAKE +1h]"
 // Before the fix (found by this test on main, and on b83b96b): session 2's block was appended
 // to the file outside, and the key was quoted in the prompt.
 func TestBoundaryHardLinks(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := fixture.Chamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", recordingAgent, nil)
 	env := fixture.Env(m)
@@ -728,6 +735,7 @@ func TestBoundaryHardLinks(t *testing.T) {
 // it): wake, fallback, status and cancel on cryo.toml; the wake on a FIFO in the inbox and on
 // cryo.log; status and log on cryo.log.
 func TestBoundaryFIFOs(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	env := fixture.Env(m)
 	const limit = 20 * time.Second
@@ -850,20 +858,7 @@ echo "[CRYO:WAKE +1h]"
 `
 		dir := fixture.Chamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", agent, nil)
 		fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
-		cmd := exec.Command(fixture.Binary(), "wake", "--dir", dir, "--now")
-		cmd.Env = env
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.WaitDelay = 2 * time.Second
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			<-done
-		})
+		wake := fixture.Cmd{Env: env}.Start(t, "wake", "--dir", dir, "--now")
 		fixture.WaitFor(t, 20*time.Second, "the agent of session 2 to start", func() bool {
 			_, err := os.Stat(filepath.Join(dir, "agent.pid"))
 			return err == nil
@@ -873,22 +868,11 @@ echo "[CRYO:WAKE +1h]"
 			sleeping = processesRunning("sleep 6017")
 			return len(sleeping) > 0
 		})
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		if err := wake.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case err := <-done:
-			done <- err // for the cleanup
-			code := 0
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				code = ee.ExitCode()
-			}
-			if code != fixture.ExitInterrupted {
-				t.Errorf("wake after SIGTERM: exit %d, want %d (interrupted)\n%s", code, fixture.ExitInterrupted, out.String())
-			}
-		case <-time.After(limit):
-			t.Fatalf("wake still running %s after SIGTERM\n%s", limit, out.String())
+		if r := wake.Wait(t, limit); r.Code != fixture.ExitInterrupted {
+			t.Errorf("wake after SIGTERM: exit %d, want %d (interrupted)\n%s", r.Code, fixture.ExitInterrupted, r.Output)
 		}
 		// The agent's PID as it wrote it is its sandbox's own (the session runs in a PID
 		// namespace): what is looked for is its `sleep 6017`, by the PIDs seen from here.
@@ -897,7 +881,7 @@ echo "[CRYO:WAKE +1h]"
 				t.Errorf("the agent's sleep (pid %d) outlived its wake", p)
 			}
 		}
-		t.Logf("wake after SIGTERM:\n%s", out.String())
+		t.Logf("wake after SIGTERM:\n%s", wake.Output())
 		if code, stdout, stderr := cryoBounded(t, limit, env, dir, "cancel", "--dir", dir); code != 0 {
 			t.Errorf("cancel: exit %d\n%s%s", code, stdout, stderr)
 		}
@@ -913,6 +897,7 @@ echo "[CRYO:WAKE +1h]"
 // Before the fix (b83b96b): the edited file was in force: the hanging session was not killed
 // (the test's bound killed the wake after 45 s) and no alert came.
 func TestBoundaryUnpinnedLimits(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hooks := startHooks(t)
 	toml := fmt.Sprintf(`agent = "./agent.sh"
@@ -978,6 +963,7 @@ echo "[CRYO:WAKE +1h]"
 // Before the fix (b83b96b): the cancel was a file in .cryo; the agent deleted it, the session
 // re-armed both timers, and the chamber went on.
 func TestBoundaryCancelUndone(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt
@@ -1051,6 +1037,7 @@ echo "[CRYO:WAKE +1h]"
 // agent.sh"`: the program is /bin/sh, outside the chamber; the code is agent.sh): before
 // 771dc19 only the program was pinned, and the rewritten script ran.
 func TestBoundaryAgentRewritten(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	for _, c := range []struct{ name, line, table string }{
 		{"program", "./agent.sh", ""},
@@ -1177,6 +1164,7 @@ retries = 0
 // Before the fix (b83b96b): the start through the link ran a session and installed a second set
 // of units under another name; cancel through one path left the other armed.
 func TestBoundarySymlinkedPath(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt
@@ -1233,6 +1221,7 @@ echo "[CRYO:WAKE +1h]"
 // plan notes planted in timer.json, which was its state (and `history` did not exist: it failed
 // as an unknown command).
 func TestBoundaryTerminalEscapes(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 E=$(printf '\033')
@@ -1304,6 +1293,7 @@ echo "[CRYO:WAKE +1h]"
 //
 // Before the fix (b83b96b): messages were 0644 in 0755 directories.
 func TestBoundaryMessageModes(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := filepath.Join(t.TempDir(), "chamber")
 	env := fixture.Env(m)
@@ -1375,6 +1365,7 @@ echo "[CRYO:WAKE +1h]"
 // Before the fix (b83b96b): every preset was allowed: session 1 hibernated with the CMD, and the
 // next wake ran opencode.
 func TestBoundaryDefaultAllowedCommands(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	bindir := t.TempDir()
 	ranFile := filepath.Join(t.TempDir(), "opencode-ran")
@@ -1418,6 +1409,7 @@ echo "[CRYO:WAKE +1h]"
 // Before the fix (b83b96b): `*` matched '/': both were accepted, and the alert was POSTed to
 // /x.example.com/y.
 func TestBoundaryFallbackGlob(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hooks := startHooks(t)
 	sneaky := hooks.url("/x.example.com/y")

@@ -71,6 +71,7 @@ func (m *plantModel) reply(r modelserver.Request) modelserver.Reply {
 // (1) opencode imports .opencode/plugin/*.js from its working directory at start-up. Session 1
 // writes one with its own write tool (the chamber is its to write); session 2 loads it.
 func TestCageOpencodePlugin(t *testing.T) {
+	t.Parallel()
 	cliDir := agentCLIDir(t, "opencode")
 	mgr := systemdtest.Start(t)
 	srv, err := modelserver.Start()
@@ -112,6 +113,7 @@ func TestCageOpencodePlugin(t *testing.T) {
 // writes .claude/settings.json with a SessionStart hook and hands over to claude with a CMD; in
 // session 2 claude runs the hook.
 func TestCageClaudeHook(t *testing.T) {
+	t.Parallel()
 	cliDir := agentCLIDir(t, "claude")
 	mgr := systemdtest.Start(t)
 	srv, err := modelserver.Start()

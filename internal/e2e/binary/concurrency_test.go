@@ -43,6 +43,7 @@ func countLines(t *testing.T, path, prefix string) int {
 // TestFiftyWakesAtOnce: 50 `cryochamber wake` processes started at once on a chamber that is due
 // (and systemd's own timer firing at the same moment) give exactly one agent run.
 func TestFiftyWakesAtOnce(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt
@@ -107,6 +108,7 @@ if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE +1h]"; else echo "[CRYO:WAKE +
 // running finishes, does not re-arm, and the chamber ends cancelled with no timer left. Two more
 // cases bracket the race: cancel before the wake starts, and after it has hibernated.
 func TestWakeRacesCancel(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	logHas := func(dir, re string) bool {
 		data, _ := os.ReadFile(filepath.Join(dir, chamber.LogFile))
@@ -348,6 +350,7 @@ func checkCancelled(t *testing.T, m *systemdtest.Manager, dir string, sessions2 
 // TestSendRacesClaim: messages sent while sessions claim the inbox are each claimed by exactly
 // one session (or still waiting), never lost, never shown twice, and answered exactly once.
 func TestSendRacesClaim(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 for last; do :; done
@@ -402,6 +405,7 @@ case "$last" in *"Messages claimed"*) echo '[CRYO:REPLY "ok"]';; esac
 
 // TestTwoChambersSameSecond: two chambers due at the same second both wake.
 func TestTwoChambersSameSecond(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	at := time.Now().UTC().Add(9 * time.Second).Truncate(time.Second).Format(time.RFC3339)
 	agent := `#!/bin/sh

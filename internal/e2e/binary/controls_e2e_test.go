@@ -48,6 +48,7 @@ func statusJSON(t *testing.T, env []string, dir string) chamber.StatusInfo {
 // prompt that says what was missed, and the schedule goes on. start on a paused chamber says
 // to resume. cancel then start never duplicates a pending TODO.
 func TestPauseKeepsTheSchedule(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := filepath.Join(t.TempDir(), "garden")
 	fixture.WriteFiles(t, dir, map[string]string{
@@ -146,6 +147,7 @@ func waitPhase(t *testing.T, m *systemdtest.Manager, dir string, phase chamber.P
 // TestPauseUntilResumesByItself: pause --until arms one timer; when it fires, the chamber
 // resumes by itself and runs what fell due meanwhile.
 func TestPauseUntilResumesByItself(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := filepath.Join(t.TempDir(), "trip")
 	fixture.WriteFiles(t, dir, map[string]string{
@@ -183,6 +185,7 @@ func TestPauseUntilResumesByItself(t *testing.T) {
 // TestWakeAtAndUpcoming: status lists every upcoming wake, a TODO before the plan's WAKE
 // included, in one format; wake --at moves the plan's wake, read back from the OS.
 func TestWakeAtAndUpcoming(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := filepath.Join(t.TempDir(), "book")
 	fixture.WriteFiles(t, dir, map[string]string{
@@ -243,6 +246,7 @@ func TestWakeAtAndUpcoming(t *testing.T) {
 // does: a cryo.toml edit is not in force (validate passes, warns, and the wake runs); a changed
 // program inside the chamber fails step 3, and the wake refuses.
 func TestValidateAgreesWithTheNextWake(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	env := fixture.Env(m)
 	for _, tc := range []struct {
@@ -282,6 +286,7 @@ func TestValidateAgreesWithTheNextWake(t *testing.T) {
 // how it ended, what it answered, what it scheduled; --since narrows it; JSON field names are
 // status's.
 func TestHistory(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := filepath.Join(t.TempDir(), "h")
 	fixture.WriteFiles(t, dir, map[string]string{
@@ -360,6 +365,7 @@ func TestHistory(t *testing.T) {
 // errors name the command once, init refuses two directories, and start refuses plan.md while
 // it is still init's template.
 func TestCommandLineConventions(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	env := fixture.Env(m)
 	dir := filepath.Join(t.TempDir(), "conv")

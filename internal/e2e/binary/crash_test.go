@@ -52,6 +52,7 @@ func bin(t *testing.T, env []string, dir string, args ...string) (int, string) {
 // no session number ran twice, the claimed message was shown at most once and answered exactly
 // once, the armed timers agree with timer.json, and the chamber keeps working.
 func TestCrashPoints(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	points := []string{
 		"claimed",      // state saved as running with its claims; files not moved yet

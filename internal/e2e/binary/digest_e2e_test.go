@@ -20,6 +20,7 @@ import (
 )
 
 func TestDigestArrivesAtItsTime(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	smtp := mailtest.StartSMTP(t)
 	now := time.Now().UTC()

@@ -79,6 +79,7 @@ exit 0
 // silence (issue 12, item 1): the state and the log stay as they were, and the alert arrives,
 // the dead-man's too, because delivery needs nothing from the disk.
 func TestDiskTrouble(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	e2e.LookPath(t, "unshare", "util-linux")
 	var mu sync.Mutex

@@ -49,6 +49,7 @@ func (c *trial) guardStatus() chamber.StatusInfo {
 // min_interval, the operator one notice (not one per moved wake), the agent a line in its next
 // prompt, history the key, validate the wake asked for and the one granted.
 func TestGuardMinInterval(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\nmin_interval = \"8s\"\n"+alertToml(hook, nil), greedyAgent, nil)
@@ -116,6 +117,7 @@ func quietAround(now time.Time, loc *time.Location) (string, time.Time) {
 // end; a message that arrives inside them starts the wake through the inbox watcher, and the
 // wake defers without running a session and without taking the message, still one notice.
 func TestGuardQuietHours(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	loc, err := time.LoadLocation("America/New_York")
@@ -177,6 +179,7 @@ echo "[CRYO:WAKE +1m]"
 // TestGuardDailyCap: once max_sessions_per_day sessions ran (start's included), the next wake
 // moves to the start of the next day in the chamber's zone, read back from the OS.
 func TestGuardDailyCap(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	loc, err := time.LoadLocation("America/New_York")
@@ -225,6 +228,7 @@ func TestGuardDailyCap(t *testing.T) {
 // TestGuardPlanEnds: stop_after and max_sessions end the plan with a notice and leave no
 // timer.
 func TestGuardPlanEnds(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	for _, tc := range []struct {
 		name, toml, agent, key string
@@ -265,6 +269,7 @@ echo "[CRYO:WAKE +1m]"
 // the figures, and history and status carry the costs. A session whose cost cannot be read is
 // shown as unknown (null), never as free, and the operator is told once.
 func TestGuardBudget(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	if now := time.Now().UTC(); now.Hour() == 23 && now.Minute() >= 58 {
 		t.Skip("too close to midnight UTC: the sessions could fall on two days")
@@ -351,6 +356,7 @@ echo "[CRYO:WAKE +1h]"
 // chooses the wake runs with its clock set to that night (CRYOCHAMBER_NOW, a test hook); the
 // instants are in 2027, so systemd arms them as any future wake.
 func TestGuardDSTReadBack(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	if _, err := time.LoadLocation("Europe/Berlin"); err != nil {
 		t.Skipf("no tzdata: %v", err)

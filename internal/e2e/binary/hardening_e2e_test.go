@@ -44,6 +44,7 @@ func readFile(t *testing.T, p string) []byte {
 // Before the change: reload exited 0 saying "changed: agent, agents, allowed_commands, fallback,
 // session_timeout", and the injected webhook was in force.
 func TestBoundaryReloadShowsEdits(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hooks := startHooks(t)
 	head := `watch_inbox = false
@@ -151,6 +152,7 @@ env = { OPENAI_API_KEY = "sk-agent-planted" }
 //
 // Before the change: PATH was captured as the shell had it, and both sessions found it.
 func TestBoundaryRelativePath(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	shim := "#!/bin/sh\ntouch shim-ran\n"
 	agent := `#!/bin/sh
@@ -205,6 +207,7 @@ echo "[CRYO:WAKE +1h]"
 // Before the change: only `sh agent.sh` was refused; under the eight others session 1
 // hibernated and the next wake ran the new code.
 func TestBoundaryWrapperLines(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	// The accepted code rewrites the file at path (shell or Python) with v2, in session 1 only.
 	shV2 := "#!/bin/sh\ntouch v2-ran\necho \"[CRYO:EXIT 0] v2 ran\"\necho \"[CRYO:WAKE +1h]\"\n"
@@ -318,6 +321,7 @@ func TestBoundaryWrapperLines(t *testing.T) {
 //
 // Before the change: nothing told the operator.
 func TestBoundaryCLIConfigNotice(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hooks := startHooks(t)
 	toml := fmt.Sprintf("agent = \"./agent.sh\"\nwatch_inbox = false\n\n[[fallback]]\naction = \"webhook\"\ntarget = %q\n\n[webhook]\ntimeout = \"5s\"\nretries = 0\n", hooks.url("/hook"))

@@ -36,6 +36,7 @@ esac
 `
 
 func TestHeartbeatFollowsTheSessions(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hc := hctest.Start(t)
 	toml := "[heartbeat]\nurl = \"" + hc.PingURL + "\"\napi_url = \"" + hc.URL + "\"\napi_key_env = \"HC_API_KEY\"\ncheck = \"" + hc.UUID + "\"\ngrace = \"10m\"\n"
@@ -164,6 +165,7 @@ func TestHeartbeatFollowsTheSessions(t *testing.T) {
 
 // A monitor that cannot be reached never stops a session, and status says so.
 func TestHeartbeatUnreachableShownInStatus(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	// A port nothing listens on: take one, then close it.
 	hc := hctest.Start(t)
@@ -201,6 +203,7 @@ func TestHeartbeatUnreachableShownInStatus(t *testing.T) {
 
 // summaries = "off" files nothing.
 func TestSummariesOff(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := "#!/bin/sh\necho \"[CRYO:EXIT 0] fine\"\necho \"[CRYO:WAKE +2h]\"\n"
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nsummaries = \"off\"\n", agent, nil)
@@ -218,6 +221,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // The session that completes the plan pings success and pauses the check: the monitor expects
 // nothing more.
 func TestHeartbeatPausedAtCompletion(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hc := hctest.Start(t)
 	toml := "agent = \"./agent.sh\"\n[heartbeat]\nurl = \"" + hc.PingURL + "\"\napi_url = \"" + hc.URL + "\"\napi_key_env = \"HC_API_KEY\"\ncheck = \"" + hc.UUID + "\"\n"

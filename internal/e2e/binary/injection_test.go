@@ -25,6 +25,7 @@ const awkward = `we ird 100% $HOME ${X} "dq" 'sq' back\slash ünï ✓ [x]*? & <
 // that pass `systemd-analyze verify` and that systemd really runs: the second session, started
 // by the timer, sees the exact directory and the exact value.
 func TestInjectionRealRun(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := filepath.Join(t.TempDir(), awkward)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -71,6 +72,7 @@ if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE +7s]"; fi
 // TestInjectionNewlineRefused: a newline in a captured environment value is refused at start
 // with a clear message, and nothing is armed.
 func TestInjectionNewlineRefused(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := filepath.Join(t.TempDir(), "chamber")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -134,6 +136,7 @@ func verifyInstalledUnits(t *testing.T, m *systemdtest.Manager) {
 // the prompt, the log and todo.json are 0600. The alert secrets never reach the agent, and no
 // secret appears in cryo.log, the prompt, timer.json or the unit files.
 func TestPermissionsAndSecrets(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := filepath.Join(t.TempDir(), "chamber")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

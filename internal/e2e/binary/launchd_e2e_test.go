@@ -26,6 +26,7 @@ import (
 // wake job, a wake that launchd fires at load (RunAtLoad) does nothing, and cancel boots out and
 // removes every plist.
 func TestLaunchdLifecycle(t *testing.T) {
+	t.Parallel()
 	fake := launchctltest.New(t)
 	home := t.TempDir()
 	dir := filepath.Join(t.TempDir(), "mac plan & <notes>")
@@ -149,6 +150,7 @@ func launchdChamber(t *testing.T, fake *launchctltest.Fake, home, dir, wake, tz 
 // /etc/localtime names (launchd reads it there, and never sees $TZ). Before, the calendar was
 // computed in $TZ: 2027-01-15T14:00Z gave Hour 14, 9 and 23 under UTC, New York and Tokyo.
 func TestLaunchdPlistIgnoresTZ(t *testing.T) {
+	t.Parallel()
 	fake := launchctltest.New(t)
 	zone, err := timer.SystemZone("/etc/localtime")
 	if err != nil {
@@ -217,6 +219,7 @@ func TestLaunchdPlistIgnoresTZ(t *testing.T) {
 // load the dead-man and the inbox watcher once; only the wake, whose time changes, is written
 // again.
 func TestLaunchdSessionsWriteOnce(t *testing.T) {
+	t.Parallel()
 	fake := launchctltest.New(t)
 	home := t.TempDir()
 	dir := filepath.Join(t.TempDir(), "once")
@@ -264,6 +267,7 @@ func TestLaunchdSessionsWriteOnce(t *testing.T) {
 // TestMacosCheckScript: scripts/macos-check.sh is for a real Mac; here it must at least parse,
 // and refuse to run, saying why.
 func TestMacosCheckScript(t *testing.T) {
+	t.Parallel()
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Fatalf("bash is needed to check scripts/macos-check.sh: %v", err)

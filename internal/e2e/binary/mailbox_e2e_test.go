@@ -17,6 +17,7 @@ import (
 // claimed messages of every month that ended more than 35 days ago into a directory per
 // month. `receive` prints what is new in the live outbox; `receive --all` prints the months too.
 func TestMailboxRotatesByMonth(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := filepath.Join(t.TempDir(), "old")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -63,6 +63,7 @@ func badTerminal(out []byte) string {
 // and page that shows it sanitizes it (log, status, validate, history, the dashboard's pages and
 // API, the marker reader), and no line the agent printed begins a block.
 func TestEveryLogReaderSanitizes(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	env := fixture.Env(m)
 	dir := filepath.Join(t.TempDir(), "hostile")

@@ -19,6 +19,7 @@ import (
 // re-arms from the state what is not due yet: the plan's wake and its dead-man, the wake that
 // ends a pause, the retry of an alert that was not delivered. Nothing runs that was not due.
 func TestRebootRearmsFromState(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt

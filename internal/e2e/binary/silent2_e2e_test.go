@@ -71,6 +71,7 @@ func onlyName(t *testing.T, dir string) string {
 // the agent; a reply under two names was never published. Now the reader knows the stray for
 // what it is (our temporary name, the same file, no third name), removes it and goes on.
 func TestSilent2_02StrayTempAfterKilledWriter(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	imap := mailtest.StartIMAP(t)
 	smtp := mailtest.StartSMTP(t)
@@ -183,6 +184,7 @@ func pendingTodos(t *testing.T, c *trial) []string {
 // not two (issue 23, item 4: a TODO was a repeat only when text and time matched exactly, and a
 // relative time never matches twice).
 func TestSilent2_04CancelStartKeepsOneTodo(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 echo "[CRYO:EXIT 0] session $CRYO_SESSION"
@@ -211,6 +213,7 @@ echo '[CRYO:TODO +1d "prune the roses"]'
 // alerting; without the environment file systemd did not start them at all; a damaged accepted
 // cryo.toml put the defaults (no alert targets) in force silently.
 func TestSilent2_StateUnreadableStillAlerts(t *testing.T) {
+	t.Parallel()
 	agent := `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt
 echo "[CRYO:EXIT 0] session $CRYO_SESSION"
@@ -312,6 +315,7 @@ fi
 // damaged: the wake refuses to run on the defaults (which alert nobody) instead of running the
 // plan silently, and status says why (issue 23, item 14).
 func TestSilent2_AcceptedConfigLostRefuses(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), okAgent, nil)
@@ -353,6 +357,7 @@ func putFile(t *testing.T, p, data string) {
 // dead-man; status and validate say that the binary is gone (issue 23, item 7: the boot unit ran
 // the missing binary and nothing at all happened).
 func TestSilent2_07BinaryMovedThenReboot(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	installed := filepath.Join(t.TempDir(), "opt", "cryochamber")
 	if err := os.MkdirAll(filepath.Dir(installed), 0o755); err != nil {
@@ -401,6 +406,7 @@ func TestSilent2_07BinaryMovedThenReboot(t *testing.T) {
 // operator gets one notice (issue 23, item 3: the file had no hash, so the drift report returned
 // before its notice; only status said it).
 func TestSilent2_03ConfigFIFO(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), okAgent, nil)
@@ -432,6 +438,7 @@ func TestSilent2_03ConfigFIFO(t *testing.T) {
 // (issue 23, item 13: nothing was armed after the restart, the phase was failed, and the alert
 // said "fix the cause, then start").
 func TestSilent2_13ShutdownDuringSession(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), hangAgent, nil)
@@ -474,6 +481,7 @@ func TestSilent2_13ShutdownDuringSession(t *testing.T) {
 // wake's service was still active, systemd merged the start into it, the session never ran, and
 // the dead-man reported `missed` later).
 func TestSilent2_09SlowAlertKeepsNextWake(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, true)
 	agent := `#!/bin/sh
@@ -507,6 +515,7 @@ esac
 // told, once; a chamber whose only target fails says `alerts_reach_nobody` in status --json and
 // in ps (issue 23, item 12: nothing reached a person, for 30 days).
 func TestSilent2_12TargetsFailForGood(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	revoked := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "hook revoked", http.StatusInternalServerError)
@@ -563,6 +572,7 @@ echo "[CRYO:WAKE +1h]"
 // the next poll sends one notice `channel-back` (issue 23, item 15: only `status` and
 // `sync --status` said it, when someone ran them).
 func TestSilent2_15ChannelDown(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	imap := mailtest.StartIMAP(t)
 	smtp := mailtest.StartSMTP(t)
@@ -620,6 +630,7 @@ func TestSilent2_15ChannelDown(t *testing.T) {
 // not the files, not the enable link, not the boot unit loaded in memory (issue 23, item 5: it
 // stayed loaded until the next reload, though DESIGN.md says "no units left").
 func TestSilent2_05CompleteLeavesNoUnit(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt
@@ -648,6 +659,7 @@ if [ "$CRYO_SESSION" = 1 ]; then ` + wakeAt(3) + `; fi
 // of the pause is armed again; once the directory is back, the pause ends and the plan's wake
 // stays (issue 23, item 10: no alert, nothing re-armed).
 func TestSilent2_10PausedChamberGone(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), okAgent, nil)
@@ -821,6 +833,7 @@ func (b *atomicBool) set()      { b.mu.Lock(); b.v = true; b.mu.Unlock() }
 // time, on a new connection (issue 23, item 11: the wake waited for that answer with no deadline
 // and hung before its session, phase running, no dead-man armed).
 func TestSilent2_11DeadmanArmBounded(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n", okAgent, nil)
 	c.start(0)
@@ -846,6 +859,7 @@ func TestSilent2_11DeadmanArmBounded(t *testing.T) {
 // one at a time (pin.json, todo.json, the secrets): the next wake runs its session, or tells the
 // operator why not; it never stops in silence (issue 23, item 16).
 func TestSilent2_16PrivateFilesRemoved(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, file, content string // content "" = removed
 	}{
@@ -889,6 +903,7 @@ echo '[CRYO:TODO +2h "prune the roses"]'
 // again (a logout and a login; a reboot, which empties the runtime directory) a few seconds
 // before a WAKE: the session runs once (issue 23, item 16, in part).
 func TestSilent2_16ManagerEvents(t *testing.T) {
+	t.Parallel()
 	agent := `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt
 echo "[CRYO:EXIT 0] session $CRYO_SESSION"
@@ -922,6 +937,7 @@ if [ "$CRYO_SESSION" = 1 ]; then ` + wakeAt(10) + `; else echo "[CRYO:WAKE +1h]"
 // TestSilent2_16LingeringOff: with lingering off, the user's timers stop at logout; start,
 // status and validate say so before the plan silently stops (issue 23, item 16, in part).
 func TestSilent2_16LingeringOff(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n", okAgent, nil)
 	if out := c.start(0); !strings.Contains(out, "lingering is off") {
@@ -940,6 +956,7 @@ func TestSilent2_16LingeringOff(t *testing.T) {
 // every message is claimed by a session within minutes, not at the next WAKE an hour later
 // (issue 23, item 16, in part).
 func TestSilent2_16ThousandMessageBurst(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\n", okAgent, nil)
 	c.start(0)

@@ -286,6 +286,7 @@ case "$last" in *"Messages claimed"*) echo '[CRYO:REPLY "ok"]';; esac
 // agent's own REPLY (issue 12, item 7: from about 92 on, the reply's in-reply-to passed what a
 // header holds, writing it failed, and none was answered).
 func TestSilent07HundredMessages(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 echo "[CRYO:EXIT 0] session $CRYO_SESSION"
@@ -331,6 +332,7 @@ case "$last" in *"Messages claimed"*) echo '[CRYO:REPLY "read all of them, thank
 // messages it claimed, and the completion is announced to the operator (item 8: complete()
 // cleared the claims before the replies were built, so the REPLY had no in-reply-to).
 func TestSilent08CompletingSessionAnswers(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	agent := `#!/bin/sh
@@ -380,6 +382,7 @@ echo "[CRYO:EXIT 0] the garden is finished"
 // real wake service) that prints no WAKE keeps the plan's wake, and its prompt says so (item
 // 10: it completed the whole plan, silently).
 func TestSilent10EarlyWakeKeepsPlan(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	agent := `#!/bin/sh
@@ -425,6 +428,7 @@ echo "[CRYO:EXIT 0] answered a question"
 // with an END line (exit=2 reason=invalid), an alert, and never "plan complete" in validate's
 // text or JSON; the same for a block without EXIT (item 11).
 func TestSilent11InvalidMarkersNeverComplete(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	agent := `#!/bin/sh
@@ -485,6 +489,7 @@ echo "[CRYO:WAKE +1h]"
 // the email from being sent (item 16: targets were tried in turn under one budget, and the
 // hanging webhook used it all).
 func TestSilent16SlowWebhookDoesNotStarveEmail(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, true)
 	smtp := mailtest.StartSMTP(t)
@@ -525,6 +530,7 @@ func TestSilent16SlowWebhookDoesNotStarveEmail(t *testing.T) {
 // reaches it, in the alert of a later session that failed (item 17: the operator's entry
 // came first, without a message, and the marker's was dropped as a duplicate).
 func TestSilent17AgentFallbackMessage(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	smtp := mailtest.StartSMTP(t)
@@ -560,6 +566,7 @@ exit 1
 // TestSilent18AlertsSayWhy: an alert quotes why the agent failed (its last lines: here
 // "Invalid API key"), names the host, and gives the exact command to resume (item 18).
 func TestSilent18AlertsSayWhy(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	smtp := mailtest.StartSMTP(t)
@@ -655,14 +662,7 @@ func TestSilent05KilledEarlySession(t *testing.T) {
 				c.must(0, "send", "--dir", c.dir, "--wake", "are you there?")
 			case "wake-now":
 				c.must(0, "send", "--dir", c.dir, "are you there?")
-				done := make(chan struct{})
-				go func() {
-					defer close(done)
-					cmd := exec.Command(c.bin, "wake", "--dir", c.dir, "--now")
-					cmd.Env, cmd.Dir = c.env, c.dir
-					_ = cmd.Run() // killed below
-				}()
-				t.Cleanup(func() { <-done })
+				c.cmd().Start(t, "wake", "--dir", c.dir, "--now") // killed below
 			}
 			var pid int
 			deadline := time.Now().Add(30 * time.Second)
@@ -1078,6 +1078,7 @@ func timerIDGlob(dir string) string {
 // every lock attempt failed, the dead-man's included, before alerting; then every session
 // failed writing its prompt file there).
 func TestSilent04DotCryoIsAFile(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n"+alertToml(hook, nil), okAgent, nil)
@@ -1242,6 +1243,7 @@ func (p *busProxy) relay(client net.Conn, real string) {
 // request is tried again on a new connection. A watcher removed behind cryochamber's back shows
 // in status and is installed again by the next session, and so does one stopped (item 12).
 func TestSilent12TransientBusErrors(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	// Each session asks for another time (+2h, +3h, ...), so each arming changes the timers.

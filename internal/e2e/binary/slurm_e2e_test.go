@@ -81,6 +81,7 @@ func runsOf(dir string) string {
 // Two sessions fired by Slurm jobs; validation reads the job back from squeue; status and ps
 // show the jobs; cancel leaves none.
 func TestSlurmSessionsAndCancel(t *testing.T) {
+	t.Parallel()
 	c := slurmtest.Start(t)
 	env := slurmEnv(t, c)
 	agent := `#!/bin/sh
@@ -143,6 +144,7 @@ if [ "$CRYO_SESSION" -lt 3 ]; then echo "[CRYO:WAKE +3s]"; else echo "[CRYO:WAKE
 
 // A session killed with SIGKILL (the agent kills its wake) is reported by the dead-man job.
 func TestSlurmDeadManReportsKilledSession(t *testing.T) {
+	t.Parallel()
 	c := slurmtest.Start(t)
 	env := slurmEnv(t, c)
 	hooks := startHooks(t)
@@ -180,6 +182,7 @@ mode = "off"
 
 // A wake pending while slurmctld is down, and past due when it comes back, still runs.
 func TestSlurmWakeSurvivesControllerRestart(t *testing.T) {
+	t.Parallel()
 	c := slurmtest.Start(t)
 	env := slurmEnv(t, c)
 	agent := `#!/bin/sh
@@ -202,6 +205,7 @@ if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE +6s]"; else echo "[CRYO:WAKE +
 
 // A message sent while the chamber sleeps wakes it through a job, long before its wake.
 func TestSlurmInboxWake(t *testing.T) {
+	t.Parallel()
 	c := slurmtest.Start(t)
 	env := slurmEnv(t, c)
 	agent := `#!/bin/sh
@@ -227,6 +231,7 @@ echo "[CRYO:WAKE +1h]"
 // With the controller down, start refuses before session 1 runs, says why and what to check,
 // and neither runs the agent nor leaves a job; a bad [slurm] option is refused the same way.
 func TestSlurmStartRefusals(t *testing.T) {
+	t.Parallel()
 	c := slurmtest.Start(t)
 	env := slurmEnv(t, c)
 	agent := "#!/bin/sh\necho ran >> runs.txt\necho '[CRYO:EXIT 0] x'\necho '[CRYO:WAKE +1h]'\n"
@@ -255,6 +260,7 @@ func TestSlurmStartRefusals(t *testing.T) {
 // `ps` asks the default backend for its timers, and each chamber's own backend about that
 // chamber: a Slurm chamber beside systemd ones is armed, not "orphaned".
 func TestSlurmChamberInPlainPs(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	c := slurmtest.Start(t)
 	env := append(fixture.Env(m), c.Env()...)

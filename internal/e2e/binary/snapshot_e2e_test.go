@@ -109,6 +109,7 @@ func snapshotTrees(t *testing.T, m *systemdtest.Manager, dir string) map[string]
 }
 
 func TestSnapshotsDiffRollback(t *testing.T) {
+	t.Parallel()
 	git, err := exec.LookPath("git")
 	if err != nil {
 		t.Skip("git is not installed")
@@ -291,23 +292,8 @@ echo "[CRYO:WAKE +1h]"
 
 	// A rollback while a session runs is refused, and changes nothing.
 	fixture.WriteFile(t, filepath.Join(outside, "hold"), "")
-	wake := exec.Command(fixture.Binary(), "wake", "--dir", dir, "--now")
-	wake.Env = env
-	if err := wake.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- wake.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(outside, "running")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("session 5 did not start")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	wake := fixture.Cmd{Env: env}.Start(t, "wake", "--dir", dir, "--now")
+	fixture.WaitFor(t, 30*time.Second, "session 5 to start", func() bool { return fixture.Exists(filepath.Join(outside, "running")) })
 	before := chamberHash(t, dir)
 	code, out := bin(t, env, dir, "rollback", "--dir", dir, "--to-session", "1")
 	if code != 1 || !strings.Contains(out, "rollback refused") {
@@ -317,14 +303,8 @@ echo "[CRYO:WAKE +1h]"
 		t.Errorf("the refused rollback changed the chamber")
 	}
 	fixture.WriteFile(t, filepath.Join(outside, "release"), "")
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("session 5: %v", err)
-		}
-	case <-time.After(60 * time.Second):
-		wake.Process.Kill()
-		t.Fatal("session 5 did not end")
+	if r := wake.Wait(t, 60*time.Second); r.Code != 0 {
+		t.Errorf("session 5: exit %d\n%s", r.Code, r.Output)
 	}
 
 	// Bad inputs: each says what was wrong and what to do, and changes nothing.
@@ -389,6 +369,7 @@ step diff "$BIN" diff --dir "$SRC" --session 4 --json
 // TestSnapshotDiskFull: a snapshot that hits a full disk is a warning and one notice (reason
 // disk) to the operator; the session is armed as usual, and snapshots resume once there is room.
 func TestSnapshotDiskFull(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}
@@ -454,6 +435,7 @@ echo "[CRYO:WAKE +1h]"
 // TestSnapshotRecovered: a wake killed after its session ended, before the snapshot: the
 // recovery takes it, so the session's changes are still in `diff` and `history`.
 func TestSnapshotRecovered(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}

@@ -57,6 +57,7 @@ summaries = true
 // fails visibly (sync --status) and the mail that arrived meanwhile is read once it is back.
 // A mail pulled while the watcher misses its event still wakes the chamber.
 func TestSyncEmailEndToEnd(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	imap := mailtest.StartIMAP(t)
 	smtp := mailtest.StartSMTP(t)
@@ -263,6 +264,7 @@ func readMessages(t *testing.T, dir string) map[string]*message.Message {
 // mailing and recording: no message enters the inbox twice, no item is lost, and the one mailed
 // again carries the same Message-ID.
 func TestSyncCLI(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	imap := mailtest.StartIMAP(t)
 	smtp := mailtest.StartSMTP(t)

@@ -80,6 +80,7 @@ echo "[CRYO:WAKE +2h]"
 // runs nothing. It saves a screenshot of the overview and of a chamber page (-screenshots: into
 // docs/).
 func TestWebBrowser(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Skipf("%s is missing (apt-get install chromium; .ci/run installs it): %v", chromiumPath, err)
 	}
@@ -124,7 +125,7 @@ func TestWebBrowser(t *testing.T) {
 	}()
 	defer func() {
 		if t.Failed() {
-			t.Logf("cryochamber web output:\n%s", srv.output())
+			t.Logf("cryochamber web output:\n%s", srv.Output())
 			t.Logf("manager journal (tail):\n%s", fixture.Tail(m.Journal(t), 6000))
 		}
 	}()

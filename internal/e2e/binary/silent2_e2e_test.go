@@ -7,10 +7,8 @@ package binary
 // them.
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,7 +16,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -696,138 +693,6 @@ func TestSilent2_10PausedChamberGone(t *testing.T) {
 	c.must(0, "cancel", "--dir", c.dir)
 }
 
-// stallProxy stands in front of the user manager's sockets like busProxy, but instead of
-// dropping a connection it stalls it: once armed, the connection whose client sends a message
-// naming stallOn gets no answer any more, to that message or any later one (a bus that went away
-// without closing its sockets, as at a user manager's start while the session bus goes away).
-type stallProxy struct {
-	mu      sync.Mutex
-	stallOn []byte
-	stalled int
-	lns     []net.Listener
-	conns   []net.Conn
-}
-
-func startStallProxy(t *testing.T, m *systemdtest.Manager) *stallProxy {
-	t.Helper()
-	p := &stallProxy{}
-	for _, name := range []string{"bus", filepath.Join("systemd", "private")} {
-		path := filepath.Join(m.RuntimeDir, name)
-		if fi, err := os.Lstat(path); err != nil || fi.Mode().Type() != os.ModeSocket {
-			continue
-		}
-		real := path + ".real"
-		if err := os.Rename(path, real); err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("unix", path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.lns = append(p.lns, ln)
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go p.relay(c, real)
-			}
-		}()
-		t.Cleanup(func() {
-			_ = os.Remove(path)
-			_ = os.Rename(real, path)
-		})
-	}
-	if len(p.lns) == 0 {
-		t.Fatal("the manager has no socket to stand in front of")
-	}
-	t.Cleanup(func() {
-		for _, ln := range p.lns {
-			ln.Close()
-		}
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-	})
-	return p
-}
-
-func (p *stallProxy) stallNext(s string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.stallOn = []byte(s)
-}
-
-func (p *stallProxy) count() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stalled
-}
-
-func (p *stallProxy) relay(client net.Conn, real string) {
-	server, err := net.Dial("unix", real)
-	if err != nil {
-		client.Close()
-		return
-	}
-	p.mu.Lock()
-	p.conns = append(p.conns, client, server)
-	p.mu.Unlock()
-	var stalled atomicBool
-	go func() {
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := server.Read(buf)
-			if n > 0 && !stalled.get() {
-				if _, werr := client.Write(buf[:n]); werr != nil {
-					return
-				}
-			}
-			if err != nil {
-				client.Close()
-				return
-			}
-		}
-	}()
-	buf := make([]byte, 64<<10)
-	var tail []byte
-	for {
-		n, err := client.Read(buf)
-		if n > 0 {
-			window := append(tail, buf[:n]...)
-			p.mu.Lock()
-			if len(p.stallOn) > 0 && bytes.Contains(window, p.stallOn) {
-				p.stallOn = nil
-				p.stalled++
-				stalled.set()
-			}
-			p.mu.Unlock()
-			if _, werr := server.Write(buf[:n]); werr != nil {
-				return
-			}
-			if len(window) > 256 {
-				window = window[len(window)-256:]
-			}
-			tail = append([]byte(nil), window...)
-		}
-		if err != nil {
-			server.Close()
-			return
-		}
-	}
-}
-
-type atomicBool struct {
-	mu sync.Mutex
-	v  bool
-}
-
-func (b *atomicBool) get() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.v }
-func (b *atomicBool) set()      { b.mu.Lock(); b.v = true; b.mu.Unlock() }
-
 // TestSilent2_11DeadmanArmBounded: the bus stops answering while a session arms its dead-man
 // (its StartTransientUnit gets no reply). The session still runs and hibernates, within a bounded
 // time, on a new connection (issue 23, item 11: the wake waited for that answer with no deadline
@@ -837,14 +702,14 @@ func TestSilent2_11DeadmanArmBounded(t *testing.T) {
 	m := systemdtest.Start(t)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n", okAgent, nil)
 	c.start(0)
-	p := startStallProxy(t, m)
-	p.stallNext("StartTransientUnit")
+	p := fixture.StartBusProxy(t, m)
+	p.StallNext("StartTransientUnit")
 	code, out, timedOut := runWithin(t, c.bin, c.env, c.dir, 100*time.Second, "wake", "--dir", c.dir, "--now")
 	if timedOut {
 		t.Fatalf("the wake hung (still running after 100 s):\n%s", out)
 	}
-	if p.count() != 1 {
-		t.Errorf("the proxy stalled %d connections, want 1: the test did not try what it says", p.count())
+	if p.Stalls() != 1 {
+		t.Errorf("the proxy stalled %d connections, want 1: the test did not try what it says", p.Stalls())
 	}
 	if code != 0 || c.file("runs.txt") != "ran 1\nran 2\n" {
 		t.Errorf("wake: exit %d, runs %q\n%s", code, c.file("runs.txt"), out)

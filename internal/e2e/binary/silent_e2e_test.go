@@ -1111,133 +1111,6 @@ func TestSilent04DotCryoIsAFile(t *testing.T) {
 	}
 }
 
-// busProxy takes the place of the user manager's sockets ($XDG_RUNTIME_DIR/bus and
-// $XDG_RUNTIME_DIR/systemd/private; each real one is renamed beside it, where it still
-// answers) and relays every connection to the real one, except that it drops, once, the
-// connection whose client sends a message naming dropOn: a bus that closes a connection in the
-// middle of a conversation, as a restarting bus daemon does.
-type busProxy struct {
-	mu      sync.Mutex
-	dropOn  []byte
-	dropped int
-	lns     []net.Listener
-	conns   []net.Conn
-	wg      sync.WaitGroup
-}
-
-func startBusProxy(t *testing.T, m *systemdtest.Manager) *busProxy {
-	t.Helper()
-	p := &busProxy{}
-	for _, name := range []string{"bus", filepath.Join("systemd", "private")} {
-		path := filepath.Join(m.RuntimeDir, name)
-		if fi, err := os.Lstat(path); err != nil || fi.Mode().Type() != os.ModeSocket {
-			continue
-		}
-		real := path + ".real"
-		if err := os.Rename(path, real); err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("unix", path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.lns = append(p.lns, ln)
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				p.wg.Add(1)
-				go func() { defer p.wg.Done(); p.relay(c, real) }()
-			}
-		}()
-		t.Cleanup(func() {
-			_ = os.Remove(path)
-			_ = os.Rename(real, path)
-		})
-	}
-	if len(p.lns) == 0 {
-		t.Fatal("the manager has no socket to stand in front of")
-	}
-	t.Cleanup(p.close)
-	return p
-}
-
-// dropNext makes the proxy drop the next connection that sends a message containing s.
-func (p *busProxy) dropNext(s string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.dropOn = []byte(s)
-}
-
-func (p *busProxy) drops() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.dropped
-}
-
-func (p *busProxy) close() {
-	for _, ln := range p.lns {
-		ln.Close()
-	}
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
-func (p *busProxy) relay(client net.Conn, real string) {
-	server, err := net.Dial("unix", real)
-	if err != nil {
-		client.Close()
-		return
-	}
-	p.mu.Lock()
-	p.conns = append(p.conns, client, server)
-	p.mu.Unlock()
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(client, server); client.Close(); done <- struct{}{} }()
-	go func() {
-		defer func() { server.Close(); done <- struct{}{} }()
-		buf := make([]byte, 64<<10)
-		var tail []byte
-		for {
-			n, err := client.Read(buf)
-			if n > 0 {
-				window := append(tail, buf[:n]...)
-				p.mu.Lock()
-				drop := len(p.dropOn) > 0 && bytes.Contains(window, p.dropOn)
-				if drop {
-					p.dropOn = nil
-					p.dropped++
-				}
-				p.mu.Unlock()
-				if drop {
-					client.Close()
-					return
-				}
-				if _, werr := server.Write(buf[:n]); werr != nil {
-					return
-				}
-				if len(window) > 256 {
-					window = window[len(window)-256:]
-				}
-				tail = append([]byte(nil), window...)
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	<-done
-	<-done
-}
-
 // TestSilent12TransientBusErrors: a bus that drops the connection once while a session arms its
 // timers, or installs its inbox watcher, neither refuses the session nor skips the watcher: the
 // request is tried again on a new connection. A watcher removed behind cryochamber's back shows
@@ -1250,7 +1123,7 @@ func TestSilent12TransientBusErrors(t *testing.T) {
 	agent := strings.Replace(okAgent, "[CRYO:WAKE +1h]", "[CRYO:WAKE +${CRYO_SESSION}h]", 1)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = true\n"+alertToml(hook, nil), agent, nil)
 	c.start(0)
-	proxy := startBusProxy(t, m)
+	proxy := fixture.StartBusProxy(t, m)
 	pathUnit := timer.ID(c.dir) + "-inbox.path"
 	for _, step := range []struct{ what, dropOn string }{
 		{"installing the inbox watcher", "inbox"}, // in the unit's name or its escaped object path
@@ -1261,14 +1134,12 @@ func TestSilent12TransientBusErrors(t *testing.T) {
 		{"reading a timer back", "NextElapseUSecRealtime"},
 	} {
 		before := c.status().Session
-		proxy.dropNext(step.dropOn)
+		drops := proxy.Drops()
+		proxy.DropNext(step.dropOn)
 		out := c.must(0, "wake", "--dir", c.dir, "--now")
-		if proxy.drops() == 0 {
+		if proxy.Drops() == drops {
 			t.Fatalf("%s: the proxy never saw %q", step.what, step.dropOn)
 		}
-		proxy.mu.Lock()
-		proxy.dropped = 0
-		proxy.mu.Unlock()
 		if strings.Contains(out, "cannot watch the inbox") || strings.Contains(out, "warning") {
 			t.Errorf("%s: the dropped connection shows:\n%s", step.what, out)
 		}

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
+	"github.com/cryochamber/cryochamber/internal/mailtest"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
@@ -131,7 +132,7 @@ func TestEveryLogReaderSanitizes(t *testing.T) {
 	}
 
 	// The dashboard: its pages and API.
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", mailtest.FreePort(t))
 	p := startWeb(t, env, "--listen", addr)
 	jar, _ := cookiejar.New(nil)
 	client := &http.Client{Jar: jar, Timeout: 30 * time.Second}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/cryochamber/cryochamber/chamber"
 	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
+	"github.com/cryochamber/cryochamber/internal/mailtest"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
@@ -90,7 +91,7 @@ func TestWebBrowser(t *testing.T) {
 	news, untrusted := filepath.Join(root, "release-watch"), filepath.Join(root, "untrusted-input")
 	webChamber(t, env, news, newsAgent, "")
 	webChamber(t, env, untrusted, untrustedAgent, "")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", mailtest.FreePort(t))
 	srv := startWeb(t, env, "--listen", addr, "--socket", "off")
 	base := "http://" + addr
 

@@ -22,21 +22,11 @@ import (
 
 	"github.com/cryochamber/cryochamber/chamber"
 	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
+	"github.com/cryochamber/cryochamber/internal/mailtest"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 	"github.com/cryochamber/cryochamber/web"
 )
-
-// freePort finds a TCP port on 127.0.0.1 that nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 var urlLine = regexp.MustCompile(`(?m)^open: (http://\S+/\?token=([0-9a-f]{64}))$`)
 
@@ -87,7 +77,7 @@ func TestWebInstall(t *testing.T) {
 	env := fixture.Env(m)
 	dir := filepath.Join(t.TempDir(), "garden")
 	webChamber(t, env, dir, "#!/bin/sh\necho '[CRYO:EXIT 0] tended'\necho '[CRYO:WAKE +1h]'\n", "")
-	port := freePort(t)
+	port := mailtest.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	sock := filepath.Join(m.RuntimeDir, "cryo web 100% é", "web.sock")
 	active := func(unit string) string {
@@ -246,7 +236,7 @@ func TestWebForeground(t *testing.T) {
 	t.Parallel()
 	m := systemdtest.Start(t)
 	env := fixture.Env(m)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", mailtest.FreePort(t))
 	p := startWeb(t, env, "--listen", addr)
 	sock := filepath.Join(m.RuntimeDir, "cryochamber", "web.sock")
 	if !strings.Contains(p.Output(), "unix "+sock) {
@@ -272,7 +262,7 @@ func TestWebForeground(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "cannot listen on "+addr) || !strings.Contains(out, "hint: is the dashboard running already") {
 		t.Errorf("a second server on the port: exit %d\n%s", code, out)
 	}
-	other := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	other := fmt.Sprintf("127.0.0.1:%d", mailtest.FreePort(t))
 	code, out = bin(t, env, m.Home, "web", "--listen", other)
 	if code != 1 || !strings.Contains(out, "another dashboard answers on "+sock) {
 		t.Errorf("a second server on the socket: exit %d\n%s", code, out)

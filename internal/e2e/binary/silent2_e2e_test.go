@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -70,23 +69,12 @@ func onlyName(t *testing.T, dir string) string {
 func TestSilent2_02StrayTempAfterKilledWriter(t *testing.T) {
 	t.Parallel()
 	m := systemdtest.Start(t)
-	imap := mailtest.StartIMAP(t)
-	smtp := mailtest.StartSMTP(t)
-	dir := filepath.Join(t.TempDir(), "garden")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	toml := "watch_inbox = false\n" + strings.Replace(fmt.Sprintf(syncToml, smtp.Port, imap.Port), "summaries = true\n", "", 1)
-	fixture.WriteFiles(t, dir, fixture.Files{"plan.md": "Tend the garden.\n", "agent.sh": syncAgent, "cryo.toml": toml})
+	dir, imap, smtp := syncGarden(t)
 	id := timer.ID(dir)
 	env := fixture.Env(m, "CRYO_IMAP_PW="+imap.Password)
 	expect := func(env []string, want int, re string, args ...string) string {
 		t.Helper()
-		code, out := bin(t, env, dir, args...)
-		if code != want || !regexp.MustCompile(re).MatchString(out) {
-			t.Fatalf("cryochamber %s: exit %d, want %d; output does not match %q:\n%s", strings.Join(args, " "), code, want, re, out)
-		}
-		return out
+		return expectOutput(t, env, dir, want, re, args...)
 	}
 	expect(env, 0, `session 1`, "start", filepath.Join(dir, "plan.md"))
 	inbox := filepath.Join(dir, message.InboxDir)

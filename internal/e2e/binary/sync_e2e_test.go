@@ -266,24 +266,13 @@ func readMessages(t *testing.T, dir string) map[string]*message.Message {
 func TestSyncCLI(t *testing.T) {
 	t.Parallel()
 	m := systemdtest.Start(t)
-	imap := mailtest.StartIMAP(t)
-	smtp := mailtest.StartSMTP(t)
-	dir := filepath.Join(t.TempDir(), "garden")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	toml := "watch_inbox = false\n" + strings.Replace(fmt.Sprintf(syncToml, smtp.Port, imap.Port), "summaries = true\n", "", 1)
-	fixture.WriteFiles(t, dir, fixture.Files{"plan.md": "Tend the garden.\n", "agent.sh": syncAgent, "cryo.toml": toml})
+	dir, imap, smtp := syncGarden(t)
 	id := timer.ID(dir)
 	noSecret := fixture.Env(m)
 	env := fixture.Env(m, "CRYO_IMAP_PW="+imap.Password)
 	expect := func(env []string, want int, re string, args ...string) string {
 		t.Helper()
-		code, out := bin(t, env, dir, args...)
-		if code != want || !regexp.MustCompile(re).MatchString(out) {
-			t.Fatalf("cryochamber %s: exit %d, want %d; output does not match %q:\n%s", strings.Join(args, " "), code, want, re, out)
-		}
-		return out
+		return expectOutput(t, env, dir, want, re, args...)
 	}
 	expect(env, 2, `is not a chamber \(it was never started here\)\nhint: start one with`, "sync")
 	expect(env, 0, `session 1`, "start", filepath.Join(dir, "plan.md"))
@@ -296,7 +285,11 @@ func TestSyncCLI(t *testing.T) {
 
 	// The chamber's cryo.toml is edited (the agent may write there): a stranger allowed, the
 	// replies redirected. sync keeps using what was accepted at start, and says so.
-	edited := strings.Replace(toml, `to = ["alice@example.com"]`, `to = ["mallory@evil.example"]`+"\nallowed_senders = [\"alice@example.com\", \"mallory@evil.example\"]", 1)
+	toml, err := os.ReadFile(filepath.Join(dir, "cryo.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(toml), `to = ["alice@example.com"]`, `to = ["mallory@evil.example"]`+"\nallowed_senders = [\"alice@example.com\", \"mallory@evil.example\"]", 1)
 	if err := os.WriteFile(filepath.Join(dir, "cryo.toml"), []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -367,4 +360,27 @@ func openMailbox(t *testing.T, p string) (*confined.Dir, string) {
 	}
 	t.Cleanup(func() { fs.Close() })
 	return fs, p[i+1:]
+}
+
+// syncGarden writes a chamber whose email sync talks to a real IMAP and SMTP server of its
+// own (syncToml, without summaries), not yet started.
+func syncGarden(t *testing.T) (dir string, imap *mailtest.IMAP, smtp *mailtest.SMTP) {
+	t.Helper()
+	imap = mailtest.StartIMAP(t)
+	smtp = mailtest.StartSMTP(t)
+	dir = filepath.Join(t.TempDir(), "garden")
+	toml := "watch_inbox = false\n" + strings.Replace(fmt.Sprintf(syncToml, smtp.Port, imap.Port), "summaries = true\n", "", 1)
+	fixture.WriteFiles(t, dir, fixture.Files{"plan.md": "Tend the garden.\n", "agent.sh": syncAgent, "cryo.toml": toml})
+	return dir, imap, smtp
+}
+
+// expectOutput runs the binary, and fails the test unless it exits with want and its output
+// (stdout and stderr together) matches re.
+func expectOutput(t *testing.T, env []string, dir string, want int, re string, args ...string) string {
+	t.Helper()
+	r := fixture.Run(t, env, dir, args...)
+	if r.Code != want || !regexp.MustCompile(re).MatchString(r.Output) {
+		t.Fatalf("cryochamber %s: exit %d, want %d; output does not match %q:\n%s", strings.Join(args, " "), r.Code, want, re, r.Output)
+	}
+	return r.Output
 }

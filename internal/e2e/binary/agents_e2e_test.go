@@ -477,8 +477,8 @@ func runAgentE2E(t *testing.T, c agentCase) {
 	if units := fixture.UnitFiles(t, mgr, "cryo-"); len(units) != 0 {
 		t.Errorf("unit files left: %v", units)
 	}
-	if timers := mgr.Systemctl(t, "list-timers", "--all", "--no-legend", "--plain", "cryo-*"); strings.Contains(timers, "cryo-") {
-		t.Errorf("timers left:\n%s", timers)
+	if timers := fixture.Timers(t, mgr, "cryo-*", true); len(timers) != 0 {
+		t.Errorf("timers left: %v", timers)
 	}
 	st, _, _ = runCryoE2E(t, env, mgr.Home, "status", "--dir", chamber)
 	if !regexp.MustCompile(`state: +complete \(session 2\)`).MatchString(st) {

@@ -74,8 +74,8 @@ echo "[CRYO:WAKE +1h]"
 			}})
 		}
 	}
-	if got := m.Systemctl(t, "list-timers", "--no-legend", "--plain", "cryo-*"); strings.Count(strings.TrimSpace(got), "\n")+1 != len(wants) {
-		t.Fatalf("before the reboot the manager holds:\n%s\nwant %d timers", got, len(wants))
+	if got := fixture.Timers(t, m, "cryo-*", false); len(got) != len(wants) {
+		t.Fatalf("before the reboot the manager holds %v, want %d timers", got, len(wants))
 	}
 
 	m.Restart(t)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -365,8 +366,8 @@ func TestSilent2_07BinaryMovedThenReboot(t *testing.T) {
 	m.Restart(t)
 	id := timer.ID(c.dir)
 	fixture.WaitFor(t, 60*time.Second, "the boot unit re-arms the wake and its dead-man", func() bool {
-		out := m.Systemctl(t, "list-timers", "--no-legend", "--plain", "--all", id+"-*")
-		return strings.Contains(out, id+"-wake.timer") && strings.Contains(out, id+"-fallback.timer")
+		got := fixture.Timers(t, m, id+"-*", true)
+		return slices.Contains(got, id+"-wake.timer") && slices.Contains(got, id+"-fallback.timer")
 	})
 	s := c.status()
 	if s.Phase != "armed" || s.Session != 1 {
@@ -662,9 +663,8 @@ func TestSilent2_10PausedChamberGone(t *testing.T) {
 	if err != nil || st.Phase != "paused" || st.Timers.Wake == nil || !st.Timers.Wake.After(time.Now()) {
 		t.Fatalf("after the alert: %+v %v; want paused, the end of the pause armed again", st, err)
 	}
-	out := m.Systemctl(t, "list-timers", "--no-legend", "--plain", timer.ID(c.dir)+"-wake.timer")
-	if !strings.Contains(out, timer.ID(c.dir)+"-wake.timer") {
-		t.Errorf("no wake timer in the manager:\n%s", out)
+	if got := fixture.Timers(t, m, timer.ID(c.dir)+"-wake.timer", false); len(got) != 1 {
+		t.Errorf("no wake timer in the manager: %v", got)
 	}
 	if err := os.Rename(away, c.dir); err != nil {
 		t.Fatal(err)

@@ -295,16 +295,7 @@ func (m *scripted) reply(r modelserver.Request) modelserver.Reply {
 }
 
 func runAgentE2E(t *testing.T, c agentCase) {
-	cliDir := agentCLIDir(t, c.preset)
-	mgr := systemdtest.Start(t)
-	srv, err := modelserver.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-
-	chamber := filepath.Join(t.TempDir(), "chamber")
-	fixture.WriteFile(t, filepath.Join(chamber, "plan.md"), "Check the build of PR #41, then finish.\n")
+	cliDir, mgr, srv, chamber := agentRig(t, c.preset, "Check the build of PR #41, then finish.\n")
 	top, tableEnv := c.setup(t, srv, chamber, mgr.Home)
 	fixture.WriteFile(t, filepath.Join(chamber, "cryo.toml"), cryoTOML(c, top, tableEnv, nil, nil))
 	m := &scripted{preset: c.preset, promptFile: filepath.Join(chamber, ".cryo", "prompt.md"),
@@ -899,4 +890,21 @@ func runOutsideE2E(t *testing.T, c agentCase, tools outsideTools, variants []out
 			}
 		})
 	}
+}
+
+// agentRig is what a trial of an agent CLI stands on: the CLI's directory (or a skip, through
+// internal/e2e), a user manager and a model server of its own (closed at the end), and a fresh
+// chamber directory holding plan.md.
+func agentRig(t *testing.T, preset, plan string) (cliDir string, mgr *systemdtest.Manager, srv *modelserver.Server, chamber string) {
+	t.Helper()
+	cliDir = agentCLIDir(t, preset)
+	mgr = systemdtest.Start(t)
+	srv, err := modelserver.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	chamber = filepath.Join(t.TempDir(), "chamber")
+	fixture.WriteFile(t, filepath.Join(chamber, "plan.md"), plan)
+	return cliDir, mgr, srv, chamber
 }

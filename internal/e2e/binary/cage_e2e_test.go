@@ -72,15 +72,7 @@ func (m *plantModel) reply(r modelserver.Request) modelserver.Reply {
 // writes one with its own write tool (the chamber is its to write); session 2 loads it.
 func TestCageOpencodePlugin(t *testing.T) {
 	t.Parallel()
-	cliDir := agentCLIDir(t, "opencode")
-	mgr := systemdtest.Start(t)
-	srv, err := modelserver.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	chamber := filepath.Join(t.TempDir(), "chamber")
-	fixture.WriteFile(t, filepath.Join(chamber, "plan.md"), "Set up the project, then finish.\n")
+	cliDir, mgr, srv, chamber := agentRig(t, "opencode", "Set up the project, then finish.\n")
 	top, tableEnv := opencodeCase.setup(t, srv, chamber, mgr.Home)
 	fixture.WriteFile(t, filepath.Join(chamber, "cryo.toml"), cryoTOML(opencodeCase, top, tableEnv, nil, nil))
 	m := &plantModel{plant: call("write", map[string]string{
@@ -114,15 +106,7 @@ func TestCageOpencodePlugin(t *testing.T) {
 // session 2 claude runs the hook.
 func TestCageClaudeHook(t *testing.T) {
 	t.Parallel()
-	cliDir := agentCLIDir(t, "claude")
-	mgr := systemdtest.Start(t)
-	srv, err := modelserver.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	chamber := filepath.Join(t.TempDir(), "chamber")
-	fixture.WriteFile(t, filepath.Join(chamber, "plan.md"), "Prepare, then let claude finish.\n")
+	cliDir, mgr, srv, chamber := agentRig(t, "claude", "Prepare, then let claude finish.\n")
 	// The hook also writes a user-level hook into ~/.claude/settings.json, for the claude the
 	// user runs: it lands in this chamber's copy of ~/.claude, never in the user's.
 	hook := `ls -A "$HOME/.local/state/cryochamber" > hook-saw.txt 2>&1; (echo out > "$HOME/hook-escaped") 2>/dev/null; ` +

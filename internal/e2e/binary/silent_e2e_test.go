@@ -679,7 +679,11 @@ func TestSilent05KilledEarlySession(t *testing.T) {
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 				t.Fatalf("kill -9 %d: %v", pid, err)
 			}
-			fixture.WaitFor(t, 10*time.Second, "the wake is dead", func() bool { return !fixture.ProcessLives(pid) })
+			// Dead and reaped by its parent (the user manager, or this test): until then its PID
+			// is a zombie's, which status, asking with signal 0, rightly sees as still there.
+			fixture.WaitFor(t, 30*time.Second, "the wake is dead and reaped", func() bool {
+				return !fixture.Exists(fmt.Sprintf("/proc/%d", pid))
+			})
 			// While it is dead, status says what will recover it: the session's dead-man.
 			s := c.status()
 			var deadman *time.Time
@@ -691,7 +695,7 @@ func TestSilent05KilledEarlySession(t *testing.T) {
 			}
 			if s.Phase != "running" || s.Holder == nil || s.Holder.Alive || deadman == nil ||
 				deadman.Before(s.Holder.Since.Add(20*time.Second)) || deadman.After(s.Holder.Since.Add(22*time.Second)) {
-				t.Fatalf("after the kill: %+v, dead-man %v; want running, the holder dead, a dead-man fallback_after (20s) after the session started", s, deadman)
+				t.Fatalf("after the kill: %+v, holder %+v, dead-man %v; want running, the holder dead, a dead-man fallback_after (20s) after the session started", s, s.Holder, deadman)
 			}
 			began := s.Holder.Since
 			if os := s.osTimer("fallback"); os == nil || !os.Equal(*deadman) {

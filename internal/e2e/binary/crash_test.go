@@ -82,16 +82,11 @@ func crashOnce(t *testing.T, m *systemdtest.Manager, point string, round int) {
 	}
 	// Unconfined: the agent kills its cryochamber parent (kill -9 $PPID), which a caged session
 	// cannot see (its PID namespace holds only itself).
-	files := map[string]string{
+	fixture.WriteFiles(t, dir, fixture.Files{
 		"plan.md":   "x\n",
 		"cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\n\n[sandbox]\nmode = \"off\"\n",
 		"agent.sh":  crashAgent,
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	env := fixture.Env(m)
 	if code, out := bin(t, env, dir, "start", filepath.Join(dir, "plan.md")); code != 0 {
 		t.Fatalf("start: %d\n%s", code, out)

@@ -14,8 +14,9 @@ import (
 	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 )
 
-// update rewrites the golden files: docs/BAD-INPUTS.md (TestBadInputCatalogue) and the files
-// that the scripts' `cmp` commands compare with (TestScripts).
+// update rewrites the golden files that the scripts' `cmp` commands compare with (TestScripts;
+// docs/BAD-INPUTS.md is internal/e2e/binary's: go test ./internal/e2e/binary -run
+// TestBadInputCatalogue -update).
 var update = flag.Bool("update", false, "rewrite golden files instead of comparing with them")
 
 // TestMain builds the cryochamber binary once (internal/e2e/fixture): the scripts run it as

@@ -4,62 +4,24 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 )
 
-// update rewrites the golden files: docs/BAD-INPUTS.md (TestBadInputCatalogue) and the files
-// that the scripts' `cmp` commands compare with (TestScripts).
+// update rewrites the golden files that the scripts' `cmp` commands compare with (TestScripts;
+// docs/BAD-INPUTS.md is internal/e2e/binary's: go test ./internal/e2e/binary -run
+// TestBadInputCatalogue -update).
 var update = flag.Bool("update", false, "rewrite golden files instead of comparing with them")
 
-var (
-	binDir  string // holds the cryochamber binary built for the tests
-	binPath string // binDir/cryochamber
-)
-
-// TestMain builds the cryochamber binary once: the scripts run it as `cryo`, the end-to-end
-// tests run it directly, and the timers they arm run it.
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "cryo-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	binPath = filepath.Join(dir, "cryochamber")
-	out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building cryochamber: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	// CRYO_TEST_BINARY runs the end-to-end tests against another build (an older commit's, to
-	// see a new test fail before its fix); the scripts find it as cryochamber on PATH too.
-	if p := os.Getenv("CRYO_TEST_BINARY"); p != "" {
-		abs, err := filepath.Abs(p)
-		if err == nil {
-			err = os.Remove(binPath)
-		}
-		if err == nil {
-			err = os.Symlink(abs, binPath)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "CRYO_TEST_BINARY: %v\n", err)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
-		binPath = abs
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+// TestMain builds the cryochamber binary once (internal/e2e/fixture): the scripts run it as
+// `cryo`, the end-to-end tests of this package run it directly, and the timers they arm run it.
+func TestMain(m *testing.M) { fixture.Main(m) }
 
 // runCLI calls run() in process, the way main does.
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {

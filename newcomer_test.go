@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cryochamber/cryochamber/internal/e2e"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 )
 
 // The things a newcomer tripped on (issue 24), each where the behaviour changed.
@@ -84,18 +83,12 @@ from = "cryo@example.com"
 	}
 }
 
-// runBinary runs the built binary (start refuses to arm timers for a test binary).
+// runBinary runs the built binary (start refuses to arm timers for a test binary); it returns
+// the exit status and what it printed on stderr.
 func runBinary(t *testing.T, args ...string) (int, string) {
 	t.Helper()
-	var errb bytes.Buffer
-	cmd := exec.Command(binPath, args...)
-	cmd.Stderr = &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatal(err)
-	}
-	return cmd.ProcessState.ExitCode(), errb.String()
+	r := fixture.Cmd{Env: os.Environ()}.Run(t, args...)
+	return r.Code, r.Stderr
 }
 
 // The bash completion script, sourced in a real bash, completes flags and completion's shells.
@@ -112,7 +105,7 @@ COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
 _cryochamber_complete
 echo "${COMPREPLY[*]}"`
 		cmd := exec.Command(bash, "-c", script)
-		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(binPath)+":"+os.Getenv("PATH"))
+		cmd.Env = append(os.Environ(), "PATH="+fixture.BinDir()+":"+os.Getenv("PATH"))
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("%v: %v\n%s", words, err, out)
@@ -150,12 +143,12 @@ func TestDemoLastHint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the demo takes a minute")
 	}
-	if exec.Command("systemctl", "--user", "show-environment").Run() != nil && (os.Getuid() != 0 || !fileExists("/lib/systemd/systemd")) {
+	if exec.Command("systemctl", "--user", "show-environment").Run() != nil && (os.Getuid() != 0 || !fixture.Exists("/lib/systemd/systemd")) {
 		e2e.Skipf(t, "the demo needs a systemd user manager, or root to start a private one")
 	}
 	root, _ := os.Getwd()
 	cmd := exec.Command("sh", filepath.Join(root, "scripts", "demo.sh"))
-	cmd.Env = append(os.Environ(), "CRYOCHAMBER="+binPath, "TMPDIR="+t.TempDir())
+	cmd.Env = append(os.Environ(), "CRYOCHAMBER="+fixture.Binary(), "TMPDIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out)

@@ -69,6 +69,8 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/cryochamber/cryochamber/internal/e2e"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
+	"github.com/cryochamber/cryochamber/internal/mailtest"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
 
@@ -194,7 +196,7 @@ func setupScript(dir string, env *testscript.Env) error {
 		return err
 	}
 	env.Setenv("HOME", home)
-	env.Setenv("PATH", binDir+string(filepath.ListSeparator)+os.Getenv("PATH"))
+	env.Setenv("PATH", fixture.BinDir()+string(filepath.ListSeparator)+os.Getenv("PATH"))
 	env.Setenv("TZ", "UTC")
 	env.Setenv("LANG", "C.UTF-8")
 	// Scripts (agents) are made executable.
@@ -278,7 +280,7 @@ func cmdCryo(ts *testscript.TestScript, neg bool, args []string) {
 	s := scriptStateOf(ts)
 	secs := strconv.Itoa(int(cryoTimeout / time.Second))
 	start := time.Now()
-	err := ts.Exec("timeout", append([]string{"--kill-after=5", secs, binPath}, args...)...)
+	err := ts.Exec("timeout", append([]string{"--kill-after=5", secs, fixture.Binary()}, args...)...)
 	s.ranCryo, s.status = true, 0
 	var ee *exec.ExitError
 	switch {
@@ -331,7 +333,7 @@ func cmdManager(ts *testscript.TestScript, neg bool, args []string) {
 	// Stop it before testscript removes $WORK, and show its journal if the script failed.
 	ts.Defer(func() {
 		if s.t.Failed() {
-			ts.Logf("manager journal (tail):\n%s", tail(m.Journal(s.t), 6000))
+			ts.Logf("manager journal (tail):\n%s", fixture.Tail(m.Journal(s.t), 6000))
 		}
 		m.Stop(s.t)
 	})
@@ -354,25 +356,11 @@ func cmdRestartManager(ts *testscript.TestScript, neg bool, args []string) {
 	needManager(ts).Restart(scriptStateOf(ts).t)
 }
 
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
-}
-
 func cmdUnits(ts *testscript.TestScript, neg bool, args []string) {
 	usage(ts, len(args) == 1, "units N")
 	m := needManager(ts)
 	n := atoi(ts, args[0])
-	ents, err := os.ReadDir(m.UnitDir)
-	ts.Check(err)
-	var got []string
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), "cryo-") && !e.IsDir() {
-			got = append(got, e.Name())
-		}
-	}
+	got := fixture.UnitFiles(scriptStateOf(ts).t, m, "cryo-")
 	check(ts, neg, len(got) == n, "%d cryo-* unit files (got %d: %v)", n, len(got), got)
 }
 
@@ -380,14 +368,8 @@ func cmdTimers(ts *testscript.TestScript, neg bool, args []string) {
 	usage(ts, len(args) == 1, "timers N")
 	m := needManager(ts)
 	n := atoi(ts, args[0])
-	out := m.Systemctl(scriptStateOf(ts).t, "list-timers", "--no-legend", "--plain", "cryo-*")
-	got := 0
-	for _, l := range strings.Split(out, "\n") {
-		if strings.Contains(l, "cryo-") {
-			got++
-		}
-	}
-	check(ts, neg, got == n, "%d active cryo-* timers (got %d:\n%s)", n, got, out)
+	got := fixture.Timers(scriptStateOf(ts).t, m, "cryo-*", false)
+	check(ts, neg, len(got) == n, "%d active cryo-* timers (got %d: %v)", n, len(got), got)
 }
 
 // regularFiles lists the regular, non-hidden files directly in dir, which must exist.
@@ -485,25 +467,10 @@ func cmdDead(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	// A killed process disappears once its parent reaps it: allow a few seconds.
 	deadline := time.Now().Add(5 * time.Second)
-	for processLives(pid) != neg && time.Now().Before(deadline) {
+	for fixture.ProcessLives(pid) != neg && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	check(ts, neg, !processLives(pid), "process %d (from %s) is gone", pid, args[0])
-}
-
-// processLives reports whether pid is a live (not zombie) process. PID 1 in a container may not
-// reap orphans, so a killed orphan can linger as a zombie: that counts as dead.
-func processLives(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state is the field after the parenthesised command name.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 || i+2 >= len(data) {
-		return false
-	}
-	return data[i+2] != 'Z' && data[i+2] != 'X'
+	check(ts, neg, !fixture.ProcessLives(pid), "process %d (from %s) is gone", pid, args[0])
 }
 
 // pollUntil polls cond until it holds or timeout passes; then fails with what().
@@ -662,13 +629,9 @@ var (
 	aiosmtpdErr  error
 )
 
-// aiosmtpdMissing says why Debian's aiosmtpd cannot run here, or nil.
+// aiosmtpdMissing says why Debian's aiosmtpd cannot run here, or nil (asked once).
 func aiosmtpdMissing() error {
-	aiosmtpdOnce.Do(func() {
-		if out, err := exec.Command("/usr/bin/python3", "-c", "import aiosmtpd").CombinedOutput(); err != nil {
-			aiosmtpdErr = fmt.Errorf("/usr/bin/python3 cannot import aiosmtpd (Debian package python3-aiosmtpd): %v %s", err, bytes.TrimSpace(out))
-		}
-	})
+	aiosmtpdOnce.Do(func() { aiosmtpdErr = mailtest.SMTPMissing() })
 	return aiosmtpdErr
 }
 
@@ -679,40 +642,24 @@ func aiosmtpdMissing() error {
 func cmdSMTPD(ts *testscript.TestScript, neg bool, args []string) {
 	noNeg(ts, neg, "smtpd")
 	s := scriptStateOf(ts)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	ts.Check(err)
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	maildir := filepath.Join(s.work, "maildir")
 	if why := aiosmtpdMissing(); why != nil || s.noSMTP {
+		// A closed port and an empty Maildir: the email alert fails and says so.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		ts.Check(err)
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
 		if s.noSMTP {
 			ts.Logf("smtpd: acting as a machine without an SMTP server: the [smtp] lines do not run")
 		} else {
 			e2e.SkipPart(s.t, "smtp", "no real SMTP server, so the email part of this script does not run: %v", why)
 		}
 		ts.Setenv("SMTP_PORT", strconv.Itoa(port))
-		ts.Setenv("MAILDIR", maildir)
+		ts.Setenv("MAILDIR", filepath.Join(s.work, "maildir"))
 		return
 	}
-	cmd := exec.Command("/usr/bin/python3", "-m", "aiosmtpd", "-n", "-l", fmt.Sprintf("127.0.0.1:%d", port), "-c", "aiosmtpd.handlers.Mailbox", maildir)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	ts.Check(cmd.Start())
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	ts.Defer(func() {
-		_ = cmd.Process.Kill()
-		<-done
-	})
-	pollUntil(ts, 15*time.Second, func() bool {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}, func() string { return fmt.Sprintf("aiosmtpd did not listen on port %d: %s", port, out.String()) })
-	ts.Setenv("SMTP_PORT", strconv.Itoa(port))
-	ts.Setenv("MAILDIR", maildir)
+	smtp := mailtest.StartSMTP(s.t) // stopped when the script ends
+	ts.Setenv("SMTP_PORT", strconv.Itoa(smtp.Port))
+	ts.Setenv("MAILDIR", smtp.Maildir)
 }
 
 // cmdWebhookd records every request (method, path, headers, body) as $WORK/webhook/<n>.txt.

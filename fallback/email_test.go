@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/mailtest"
 	"github.com/wneessen/go-mail/smtp"
 )
 
@@ -210,7 +211,7 @@ func TestSendEmailFails(t *testing.T) {
 		{
 			name: "nothing listens",
 			server: func(t *testing.T) *smtpd {
-				return &smtpd{host: "127.0.0.1", port: freePort(t), maildir: t.TempDir()}
+				return &smtpd{host: "127.0.0.1", port: mailtest.FreePort(t), maildir: t.TempDir()}
 			},
 			cfg:   EmailConfig{TLS: TLSNone},
 			phase: PhaseDial,

@@ -15,39 +15,18 @@ import (
 	"net"
 	"net/mail"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/cryochamber/cryochamber/internal/e2e"
+	"github.com/cryochamber/cryochamber/internal/mailtest"
 )
 
-// The real SMTP server of these tests is Debian's python3-aiosmtpd, run with the system
-// python (another python3 on PATH may lack the module).
-const python = "/usr/bin/python3"
-
-var (
-	aiosmtpdOnce sync.Once
-	aiosmtpdErr  error
-)
-
-func needAiosmtpd(t *testing.T) {
-	t.Helper()
-	aiosmtpdOnce.Do(func() {
-		out, err := exec.Command(python, "-c", "import aiosmtpd").CombinedOutput()
-		if err != nil {
-			aiosmtpdErr = errors.New(strings.TrimSpace(string(out)) + " " + err.Error())
-		}
-	})
-	if aiosmtpdErr != nil {
-		e2e.Skipf(t, "no real SMTP server: %s cannot import aiosmtpd (Debian package python3-aiosmtpd): %v", python, aiosmtpdErr)
-	}
-}
+// The real SMTP server of these tests is Debian's python3-aiosmtpd, started by
+// internal/mailtest (with the system python: another python3 on PATH may lack the module).
 
 // smtpd is one running aiosmtpd that stores what it receives in a Maildir.
 type smtpd struct {
@@ -61,10 +40,8 @@ func (s *smtpd) addr() string { return net.JoinHostPort(s.host, strconv.Itoa(s.p
 // startAiosmtpd runs `python3 -m aiosmtpd` with the Mailbox handler and extra flags
 // (--tlscert/--tlskey for STARTTLS, --smtpscert/--smtpskey for implicit TLS).
 func startAiosmtpd(t *testing.T, flags ...string) *smtpd {
-	return startSMTPServer(t, func(addr, maildir string) []string {
-		args := []string{"-m", "aiosmtpd", "-n", "-l", addr, "-c", "aiosmtpd.handlers.Mailbox"}
-		return append(append(args, flags...), maildir)
-	})
+	t.Helper()
+	return startSMTPServer(t, mailtest.Aiosmtpd(flags...))
 }
 
 const (
@@ -84,77 +61,11 @@ func startAuthServer(t *testing.T, flags ...string) *smtpd {
 	})
 }
 
+// startSMTPServer runs one of them (internal/mailtest, which skips where aiosmtpd is missing).
 func startSMTPServer(t *testing.T, argv func(addr, maildir string) []string) *smtpd {
 	t.Helper()
-	needAiosmtpd(t)
-	dir := t.TempDir()
-	maildir := filepath.Join(dir, "maildir")
-	var lastLog string
-	// A free port can be taken by someone else between our probe and the server's bind:
-	// try a few.
-	for try := 0; try < 3; try++ {
-		port := freePort(t)
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		logPath := filepath.Join(dir, "smtpd-"+strconv.Itoa(try)+".log")
-		logf, err := os.Create(logPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(python, argv(addr, maildir)...)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			logf.Close()
-			t.Fatalf("start aiosmtpd: %v", err)
-		}
-		logf.Close()
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
-		stop := func() {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if waitListening(addr, exited, 15*time.Second) {
-			t.Cleanup(stop)
-			return &smtpd{host: "127.0.0.1", port: port, maildir: maildir}
-		}
-		stop()
-		b, _ := os.ReadFile(logPath)
-		lastLog = string(b)
-		if !strings.Contains(lastLog, "in use") {
-			break
-		}
-	}
-	t.Fatalf("aiosmtpd did not start; its output:\n%s", lastLog)
-	return nil
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// waitListening polls addr until it accepts, the process exits, or the bound passes.
-func waitListening(addr string, exited <-chan struct{}, bound time.Duration) bool {
-	deadline := time.Now().Add(bound)
-	for time.Now().Before(deadline) {
-		select {
-		case <-exited:
-			return false
-		default:
-		}
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return true
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return false
+	srv := mailtest.StartSMTPWith(t, argv)
+	return &smtpd{host: srv.Host, port: srv.Port, maildir: srv.Maildir}
 }
 
 // received is one message as the server stored it, decoded.

@@ -8,16 +8,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cryochamber/cryochamber/chamber"
+	e2efixture "github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 	"github.com/cryochamber/cryochamber/web"
@@ -27,24 +26,8 @@ import (
 // cryochamber binary, armed in a private systemd user manager (timer/systemdtest), read back
 // through the chamber package as the server does.
 
-var binPath string // the cryochamber binary, built once
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "cryo-web-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binPath = filepath.Join(dir, "cryochamber")
-	if out, err := exec.Command("go", "build", "-o", binPath, "github.com/cryochamber/cryochamber").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building cryochamber: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+// TestMain builds the cryochamber binary once (internal/e2e/fixture).
+func TestMain(m *testing.M) { e2efixture.Main(m) }
 
 // replyAgent answers every message: it finds "ping-<word>" in its prompt and replies
 // "pong for ping-<word>".
@@ -94,18 +77,15 @@ func newFixture(t testing.TB, agents map[string]string, prepare ...func(name, di
 	t.Helper()
 	mgr := systemdtest.Start(t)
 	f := &fixture{t: t, mgr: mgr, dirs: map[string]string{}}
-	f.env = []string{"TZ=UTC", "LANG=C.UTF-8", "USER=tester", "PATH=" + filepath.Dir(binPath) + ":" + os.Getenv("PATH")}
-	for _, kv := range mgr.Env() {
-		if !strings.HasPrefix(kv, "PATH=") {
-			f.env = append(f.env, kv)
-		}
-	}
+	f.env = e2efixture.Env(mgr, "USER=tester", "PATH="+e2efixture.BinDir()+":"+os.Getenv("PATH"))
 	root := t.TempDir()
 	for name, script := range agents {
 		dir := filepath.Join(root, name)
-		writeFile(t, filepath.Join(dir, "plan.md"), "Answer the messages.\n", 0o644)
-		writeFile(t, filepath.Join(dir, "cryo.toml"), "agent = \"./agent.sh\"\nwatch_inbox = false\n", 0o644)
-		writeFile(t, filepath.Join(dir, "agent.sh"), script, 0o755)
+		e2efixture.WriteFiles(t, dir, e2efixture.Files{
+			"plan.md":   "Answer the messages.\n",
+			"cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\n",
+			"agent.sh":  script,
+		})
 		f.dirs[name] = dir
 		for _, p := range prepare {
 			p(name, dir)
@@ -120,8 +100,8 @@ func newFixture(t testing.TB, agents map[string]string, prepare ...func(name, di
 		go func() {
 			defer wg.Done()
 			for name := range names {
-				if out, err := f.run("start", filepath.Join(f.dirs[name], "plan.md")); err != nil {
-					errs <- fmt.Errorf("start %s: %v\n%s", name, err, out)
+				if r := f.cmd().Try("start", filepath.Join(f.dirs[name], "plan.md")); r.Code != 0 {
+					errs <- fmt.Errorf("start %s: exit %d (%v)\n%s", name, r.Code, r.Err, r.Output)
 				}
 			}
 		}()
@@ -141,7 +121,7 @@ func newFixture(t testing.TB, agents map[string]string, prepare ...func(name, di
 		StateDir: stateDir,
 		Now:      time.Now,
 		Local:    time.UTC,
-		Binary:   binPath,
+		Binary:   e2efixture.Binary(),
 		Environ:  f.env,
 		PID:      os.Getpid(),
 		Stdout:   &bytes.Buffer{},
@@ -188,42 +168,19 @@ func writeFile(t testing.TB, p, data string, mode os.FileMode) {
 	}
 }
 
-// run runs the binary as the user would, bounded in time; safe from any goroutine.
-func (f *fixture) run(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath, args...)
-	cmd.Env, cmd.Dir = f.env, f.mgr.Home
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
+// cmd runs the binary as the user would (from HOME), bounded in time.
+func (f *fixture) cmd() e2efixture.Cmd {
+	return e2efixture.Cmd{Env: f.env, Dir: f.mgr.Home, Limit: 90 * time.Second}
 }
 
 // cryo runs the binary and checks its exit status; it returns what it printed on stdout.
 func (f *fixture) cryo(want int, args ...string) string {
 	f.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath, args...)
-	cmd.Env, cmd.Dir = f.env, f.mgr.Home
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		f.t.Fatalf("cryochamber %v: %v", args, err)
+	r := f.cmd().Run(f.t, args...)
+	if r.Code != want {
+		f.t.Fatalf("cryochamber %v exited %d, want %d\n[stdout]\n%s[stderr]\n%s\nmanager:\n%s", args, r.Code, want, r.Stdout, r.Stderr, f.mgr.Journal(f.t))
 	}
-	if code != want {
-		f.t.Fatalf("cryochamber %v exited %d, want %d\n[stdout]\n%s[stderr]\n%s\nmanager:\n%s", args, code, want, out.String(), errb.String(), f.mgr.Journal(f.t))
-	}
-	return out.String()
+	return r.Stdout
 }
 
 func (f *fixture) id(name string) string { return timer.ID(f.dirs[name]) }
@@ -294,18 +251,6 @@ func readAll(t testing.TB, resp *http.Response) string {
 		t.Fatal(err)
 	}
 	return b.String()
-}
-
-// waitFor polls cond until it holds, failing the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // statusOf is `cryochamber status --json` of a chamber, from the binary.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/chamber"
+	e2efixture "github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/web"
 )
 
@@ -494,7 +495,7 @@ func TestDashboard(t *testing.T) {
 		if resp.StatusCode != 200 && resp.StatusCode != 202 {
 			t.Fatalf("wake: %d %s", resp.StatusCode, body)
 		}
-		waitFor(t, 60*time.Second, "the session started from the page to end", func() bool {
+		e2efixture.WaitFor(t, 60*time.Second, "the session started from the page to end", func() bool {
 			st := f.statusOf("hostile")
 			return st.Session == before+1 && st.Phase == chamber.PhaseArmed
 		})

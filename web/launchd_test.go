@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/chamber"
+	e2efixture "github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/launchctltest"
 	"github.com/cryochamber/cryochamber/web"
@@ -28,33 +28,32 @@ func TestDashboardLaunchd(t *testing.T) {
 	fake := launchctltest.New(t)
 	home := t.TempDir()
 	dir := filepath.Join(t.TempDir(), "mac-plan")
-	writeFile(t, filepath.Join(dir, "plan.md"), "x\n", 0o644)
-	writeFile(t, filepath.Join(dir, "cryo.toml"), "agent = \"./agent.sh\"\nbackend = \"launchd\"\n", 0o644)
-	writeFile(t, filepath.Join(dir, "agent.sh"), "#!/bin/sh\necho '[CRYO:EXIT 0] ok'\necho '[CRYO:WAKE +2h]'\n", 0o755)
+	e2efixture.WriteFiles(t, dir, e2efixture.Files{
+		"plan.md":   "x\n",
+		"cryo.toml": "agent = \"./agent.sh\"\nbackend = \"launchd\"\n",
+		"agent.sh":  "#!/bin/sh\necho '[CRYO:EXIT 0] ok'\necho '[CRYO:WAKE +2h]'\n",
+	})
 	env := []string{"HOME=" + home, "TZ=UTC", "LANG=C.UTF-8", "USER=tester"}
 	for _, kv := range fake.Env() {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			kv = "PATH=" + v + ":" + filepath.Dir(binPath) + ":" + os.Getenv("PATH")
+			kv = "PATH=" + v + ":" + e2efixture.BinDir() + ":" + os.Getenv("PATH")
 		}
 		env = append(env, kv)
 	}
 	cryo := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(binPath, args...)
-		cmd.Env, cmd.Dir = env, home
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("cryochamber %v: %v\n%s%s", args, err, out.String(), errb.String())
+		r := e2efixture.Cmd{Env: env, Dir: home}.Run(t, args...)
+		if r.Code != 0 {
+			t.Fatalf("cryochamber %v: exit %d\n%s", args, r.Code, r.Output)
 		}
-		return out.String()
+		return r.Stdout
 	}
 	cryo("start", filepath.Join(dir, "plan.md"))
 
 	stateDir := filepath.Join(home, ".local", "state", "cryochamber")
 	cenv := &chamber.Env{
 		Registry: filepath.Join(stateDir, "registry"), StateDir: stateDir, Now: time.Now, Local: time.UTC,
-		Binary: binPath, Environ: env, PID: os.Getpid(), Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{},
+		Binary: e2efixture.Binary(), Environ: env, PID: os.Getpid(), Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{},
 		OpenBackend: func(ctx context.Context, name string) (timer.Backend, error) {
 			// As the binary opens it (env.go).
 			return timer.NewLaunchd(ctx, timer.LaunchdOptions{AgentsDir: filepath.Join(home, "Library", "LaunchAgents"),

@@ -34,7 +34,9 @@ const python = "/usr/bin/python3"
 // mailUID owns the Dovecot mailbox: Dovecot refuses to serve mail as root.
 const mailUID = 65534
 
-func freePort(t testing.TB) int {
+// FreePort is a TCP port of 127.0.0.1 that nothing listens on (now: a server started on it
+// may find it taken, and should try another).
+func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -157,12 +159,12 @@ func startIMAP(t testing.TB, certFile, keyFile string) *IMAP {
 	if err := os.WriteFile(filepath.Join(dir, "passwd"), []byte(passwd), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s.Port = freePort(t)
+	s.Port = FreePort(t)
 	s.conf = filepath.Join(dir, "dovecot.conf")
 	ssl := "ssl = no\n"
 	listeners := fmt.Sprintf("  inet_listener imap {\n    address = 127.0.0.1\n    port = %d\n  }\n", s.Port)
 	if certFile != "" {
-		s.TLSPort = freePort(t)
+		s.TLSPort = FreePort(t)
 		// ssl = required: no password before TLS, even on 127.0.0.1.
 		ssl = fmt.Sprintf("ssl = required\nssl_cert = <%s\nssl_key = <%s\nssl_min_protocol = TLSv1.2\n", certFile, keyFile)
 		listeners += fmt.Sprintf("  inet_listener imaps {\n    address = 127.0.0.1\n    port = %d\n    ssl = yes\n  }\n", s.TLSPort)
@@ -256,21 +258,58 @@ type SMTP struct {
 	Port    int
 	Maildir string
 
-	t   testing.TB
-	dir string
-	p   *proc
+	t    testing.TB
+	dir  string
+	p    *proc
+	argv func(addr, maildir string) []string
+}
+
+// Aiosmtpd is the python3 command line of aiosmtpd with the Mailbox handler listening on addr
+// and storing into maildir, with extra flags (--tlscert/--tlskey for STARTTLS,
+// --smtpscert/--smtpskey for implicit TLS): StartSMTPWith's argv.
+func Aiosmtpd(flags ...string) func(addr, maildir string) []string {
+	return func(addr, maildir string) []string {
+		args := []string{"-m", "aiosmtpd", "-n", "-l", addr, "-c", "aiosmtpd.handlers.Mailbox"}
+		return append(append(args, flags...), maildir)
+	}
+}
+
+// SMTPMissing says why aiosmtpd cannot run here (what to install), or nil: for a test that
+// leaves out only its email part instead of skipping whole (the scripts' smtpd).
+func SMTPMissing() error {
+	if out, err := exec.Command(python, "-c", "import aiosmtpd").CombinedOutput(); err != nil {
+		return fmt.Errorf("%s cannot import aiosmtpd (Debian package python3-aiosmtpd): %v %s", python, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // StartSMTP starts aiosmtpd (no TLS, no AUTH) on a free port of 127.0.0.1.
 func StartSMTP(t testing.TB) *SMTP {
 	t.Helper()
-	if out, err := exec.Command(python, "-c", "import aiosmtpd").CombinedOutput(); err != nil {
-		e2e.Skipf(t, "no SMTP server: %s cannot import aiosmtpd (Debian package python3-aiosmtpd): %v %s", python, err, strings.TrimSpace(string(out)))
+	return StartSMTPWith(t, Aiosmtpd())
+}
+
+// StartSMTPWith starts an SMTP server of aiosmtpd on a free port of 127.0.0.1, run by Debian's
+// python3 with the arguments argv gives for its address and Maildir (Aiosmtpd(flags...), or a
+// script of the test's that uses aiosmtpd, such as one requiring AUTH). A port taken by
+// another between the probe and the server's bind is tried again with another.
+func StartSMTPWith(t testing.TB, argv func(addr, maildir string) []string) *SMTP {
+	t.Helper()
+	if why := SMTPMissing(); why != nil {
+		e2e.Skipf(t, "no SMTP server: %v", why)
 	}
 	dir := t.TempDir()
-	s := &SMTP{Host: "127.0.0.1", Maildir: filepath.Join(dir, "maildir"), t: t, dir: dir}
-	s.Port = freePort(t)
-	s.Start()
+	s := &SMTP{Host: "127.0.0.1", Maildir: filepath.Join(dir, "maildir"), t: t, dir: dir, argv: argv}
+	var last string
+	for try := 0; try < 3; try++ {
+		s.Port = FreePort(t)
+		if last = s.start(); s.p != nil || !strings.Contains(last, "in use") {
+			break
+		}
+	}
+	if s.p == nil {
+		t.Fatalf("aiosmtpd did not listen: %s", last)
+	}
 	t.Cleanup(s.Stop)
 	return s
 }
@@ -281,8 +320,16 @@ func (s *SMTP) Start() {
 	if s.p != nil {
 		return
 	}
+	if out := s.start(); s.p == nil {
+		s.t.Fatalf("aiosmtpd did not listen on %s:%d: %s", s.Host, s.Port, out)
+	}
+}
+
+// start starts the server and sets s.p once it listens; else it returns what it printed.
+func (s *SMTP) start() string {
+	s.t.Helper()
 	addr := net.JoinHostPort(s.Host, strconv.Itoa(s.Port))
-	cmd := exec.Command(python, "-m", "aiosmtpd", "-n", "-l", addr, "-c", "aiosmtpd.handlers.Mailbox", s.Maildir)
+	cmd := exec.Command(python, s.argv(addr, s.Maildir)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -292,9 +339,10 @@ func (s *SMTP) Start() {
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	if !waitListening(addr, p.done, 15*time.Second) {
 		p.stop(syscall.SIGKILL)
-		s.t.Fatalf("aiosmtpd did not listen on %s: %s", addr, out.String())
+		return out.String()
 	}
 	s.p = p
+	return ""
 }
 
 // Stop stops the server; what it stored stays.

@@ -1,4 +1,4 @@
-package main
+package binary
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/internal/confined"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/internal/mailtest"
 	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/timer"
@@ -56,6 +57,7 @@ summaries = true
 // fails visibly (sync --status) and the mail that arrived meanwhile is read once it is back.
 // A mail pulled while the watcher misses its event still wakes the chamber.
 func TestSyncEmailEndToEnd(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	imap := mailtest.StartIMAP(t)
 	smtp := mailtest.StartSMTP(t)
@@ -64,16 +66,12 @@ func TestSyncEmailEndToEnd(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, data := range map[string]string{
+	fixture.WriteFiles(t, dir, fixture.Files{
 		"plan.md":   "Tend the garden; answer messages.\n",
 		"agent.sh":  syncAgent,
 		"cryo.toml": fmt.Sprintf(syncToml, smtp.Port, imap.Port),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env := managerEnv(m, "CRYO_IMAP_PW="+imap.Password)
+	})
+	env := fixture.Env(m, "CRYO_IMAP_PW="+imap.Password)
 	id := timer.ID(dir)
 	run := func(args ...string) string {
 		t.Helper()
@@ -89,7 +87,7 @@ func TestSyncEmailEndToEnd(t *testing.T) {
 		for !cond() {
 			if time.Now().After(deadline) {
 				_, status := bin(t, env, dir, "sync", "--status")
-				t.Fatalf("timed out waiting for %s\nsync --status: %s\ndovecot:\n%s\nmanager journal (tail):\n%s", what, status, imap.Log(), tail(m.Journal(t), 6000))
+				t.Fatalf("timed out waiting for %s\nsync --status: %s\ndovecot:\n%s\nmanager journal (tail):\n%s", what, status, imap.Log(), fixture.Tail(m.Journal(t), 6000))
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -266,29 +264,15 @@ func readMessages(t *testing.T, dir string) map[string]*message.Message {
 // mailing and recording: no message enters the inbox twice, no item is lost, and the one mailed
 // again carries the same Message-ID.
 func TestSyncCLI(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
-	imap := mailtest.StartIMAP(t)
-	smtp := mailtest.StartSMTP(t)
-	dir := filepath.Join(t.TempDir(), "garden")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	toml := "watch_inbox = false\n" + strings.Replace(fmt.Sprintf(syncToml, smtp.Port, imap.Port), "summaries = true\n", "", 1)
-	for name, data := range map[string]string{"plan.md": "Tend the garden.\n", "agent.sh": syncAgent, "cryo.toml": toml} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir, imap, smtp := syncGarden(t)
 	id := timer.ID(dir)
-	noSecret := managerEnv(m)
-	env := managerEnv(m, "CRYO_IMAP_PW="+imap.Password)
+	noSecret := fixture.Env(m)
+	env := fixture.Env(m, "CRYO_IMAP_PW="+imap.Password)
 	expect := func(env []string, want int, re string, args ...string) string {
 		t.Helper()
-		code, out := bin(t, env, dir, args...)
-		if code != want || !regexp.MustCompile(re).MatchString(out) {
-			t.Fatalf("cryochamber %s: exit %d, want %d; output does not match %q:\n%s", strings.Join(args, " "), code, want, re, out)
-		}
-		return out
+		return expectOutput(t, env, dir, want, re, args...)
 	}
 	expect(env, 2, `is not a chamber \(it was never started here\)\nhint: start one with`, "sync")
 	expect(env, 0, `session 1`, "start", filepath.Join(dir, "plan.md"))
@@ -301,7 +285,11 @@ func TestSyncCLI(t *testing.T) {
 
 	// The chamber's cryo.toml is edited (the agent may write there): a stranger allowed, the
 	// replies redirected. sync keeps using what was accepted at start, and says so.
-	edited := strings.Replace(toml, `to = ["alice@example.com"]`, `to = ["mallory@evil.example"]`+"\nallowed_senders = [\"alice@example.com\", \"mallory@evil.example\"]", 1)
+	toml, err := os.ReadFile(filepath.Join(dir, "cryo.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(toml), `to = ["alice@example.com"]`, `to = ["mallory@evil.example"]`+"\nallowed_senders = [\"alice@example.com\", \"mallory@evil.example\"]", 1)
 	if err := os.WriteFile(filepath.Join(dir, "cryo.toml"), []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +341,7 @@ func TestSyncCLI(t *testing.T) {
 // writeOutbox puts an agent's reply in the outbox, as a session does.
 func writeOutbox(t *testing.T, dir, from, text string) {
 	t.Helper()
-	if _, err := mailWrite(dir, message.OutboxDir, &message.Message{From: from, Time: time.Now().UTC(), Kind: message.KindReply, Session: 1, Body: text + "\n"}); err != nil {
+	if _, err := fixture.MailWrite(dir, message.OutboxDir, &message.Message{From: from, Time: time.Now().UTC(), Kind: message.KindReply, Session: 1, Body: text + "\n"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -372,4 +360,27 @@ func openMailbox(t *testing.T, p string) (*confined.Dir, string) {
 	}
 	t.Cleanup(func() { fs.Close() })
 	return fs, p[i+1:]
+}
+
+// syncGarden writes a chamber whose email sync talks to a real IMAP and SMTP server of its
+// own (syncToml, without summaries), not yet started.
+func syncGarden(t *testing.T) (dir string, imap *mailtest.IMAP, smtp *mailtest.SMTP) {
+	t.Helper()
+	imap = mailtest.StartIMAP(t)
+	smtp = mailtest.StartSMTP(t)
+	dir = filepath.Join(t.TempDir(), "garden")
+	toml := "watch_inbox = false\n" + strings.Replace(fmt.Sprintf(syncToml, smtp.Port, imap.Port), "summaries = true\n", "", 1)
+	fixture.WriteFiles(t, dir, fixture.Files{"plan.md": "Tend the garden.\n", "agent.sh": syncAgent, "cryo.toml": toml})
+	return dir, imap, smtp
+}
+
+// expectOutput runs the binary, and fails the test unless it exits with want and its output
+// (stdout and stderr together) matches re.
+func expectOutput(t *testing.T, env []string, dir string, want int, re string, args ...string) string {
+	t.Helper()
+	r := fixture.Run(t, env, dir, args...)
+	if r.Code != want || !regexp.MustCompile(re).MatchString(r.Output) {
+		t.Fatalf("cryochamber %s: exit %d, want %d; output does not match %q:\n%s", strings.Join(args, " "), r.Code, want, re, r.Output)
+	}
+	return r.Output
 }

@@ -1,4 +1,4 @@
-package main
+package binary
 
 // Issue 26: told even when the machine is gone. A chamber with [heartbeat] pings a stand-in
 // healthchecks.io (internal/heartbeat/hctest, which replays the service's documented answers
@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/internal/heartbeat/hctest"
 	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/timer"
@@ -35,6 +36,7 @@ esac
 `
 
 func TestHeartbeatFollowsTheSessions(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hc := hctest.Start(t)
 	toml := "[heartbeat]\nurl = \"" + hc.PingURL + "\"\napi_url = \"" + hc.URL + "\"\napi_key_env = \"HC_API_KEY\"\ncheck = \"" + hc.UUID + "\"\ngrace = \"10m\"\n"
@@ -46,7 +48,7 @@ func TestHeartbeatFollowsTheSessions(t *testing.T) {
 	// reach the chamber's next wake within a second.
 	expectTimeout := func(what string) time.Time {
 		t.Helper()
-		st, err := stateOf(m, c.dir)
+		st, err := fixture.State(m, c.dir)
 		if err != nil || st.Wake == nil {
 			t.Fatalf("%s: state %+v, %v", what, st, err)
 		}
@@ -73,7 +75,7 @@ func TestHeartbeatFollowsTheSessions(t *testing.T) {
 	if len(items) != 1 || items[0].Kind != message.KindSummary || items[0].Session != 1 || !strings.Contains(items[0].Body, "watered the garden") {
 		t.Fatalf("outbox after a routine session: %+v", items)
 	}
-	key, err := message.LoadSealKey(filepath.Join(stateDirOf(m), "chambers", timer.ID(c.dir), message.SealKeyFile))
+	key, err := message.LoadSealKey(filepath.Join(fixture.StateDir(m), "chambers", timer.ID(c.dir), message.SealKeyFile))
 	if err != nil || !items[0].SealedBy(key) {
 		t.Fatalf("the summary is not sealed by the chamber's key (%v)", err)
 	}
@@ -123,7 +125,7 @@ func TestHeartbeatFollowsTheSessions(t *testing.T) {
 	// validate reads the check back as a step.
 	m.Restart(t)
 	m.WaitIdle(t, time.Minute, "cryo-*") // the boot unit's wake (nothing due) has come and gone
-	c.env = append(managerEnv(m), "HC_API_KEY="+hc.Key)
+	c.env = append(fixture.Env(m), "HC_API_KEY="+hc.Key)
 	out := c.stdout("validate", "--dir", c.dir, "--json")
 	var v struct {
 		Checks []struct {
@@ -163,6 +165,7 @@ func TestHeartbeatFollowsTheSessions(t *testing.T) {
 
 // A monitor that cannot be reached never stops a session, and status says so.
 func TestHeartbeatUnreachableShownInStatus(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	// A port nothing listens on: take one, then close it.
 	hc := hctest.Start(t)
@@ -200,6 +203,7 @@ func TestHeartbeatUnreachableShownInStatus(t *testing.T) {
 
 // summaries = "off" files nothing.
 func TestSummariesOff(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := "#!/bin/sh\necho \"[CRYO:EXIT 0] fine\"\necho \"[CRYO:WAKE +2h]\"\n"
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nsummaries = \"off\"\n", agent, nil)
@@ -217,6 +221,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // The session that completes the plan pings success and pauses the check: the monitor expects
 // nothing more.
 func TestHeartbeatPausedAtCompletion(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hc := hctest.Start(t)
 	toml := "agent = \"./agent.sh\"\n[heartbeat]\nurl = \"" + hc.PingURL + "\"\napi_url = \"" + hc.URL + "\"\napi_key_env = \"HC_API_KEY\"\ncheck = \"" + hc.UUID + "\"\n"

@@ -1,4 +1,4 @@
-package main
+package binary
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/internal/e2e"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
 
@@ -78,6 +79,7 @@ exit 0
 // silence (issue 12, item 1): the state and the log stay as they were, and the alert arrives,
 // the dead-man's too, because delivery needs nothing from the disk.
 func TestDiskTrouble(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	e2e.LookPath(t, "unshare", "util-linux")
 	var mu sync.Mutex
@@ -105,15 +107,11 @@ echo "[CRYO:WAKE +1h]"
 case "$*" in *"Messages claimed"*) echo '[CRYO:REPLY "got it"]';; esac
 `
 	toml := "agent = \"./agent.sh\"\nwatch_inbox = false\nmin_free_disk = \"1GiB\"\nmax_retries = 0\n\n[[fallback]]\naction = \"webhook\"\ntarget = \"" + srv.URL + "/hook\"\n"
-	for name, data := range map[string]string{"plan.md": "x\n", "cryo.toml": toml, "agent.sh": agent} {
-		if err := os.WriteFile(filepath.Join(src, name), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fixture.WriteFiles(t, src, fixture.Files{"plan.md": "x\n", "cryo.toml": toml, "agent.sh": agent})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "unshare", "-m", "sh", "-c", diskScript)
-	cmd.Env = managerEnv(m, "BIN="+binPath, "SRC="+src, "MNT="+mnt, "OUT="+out, "XDG_STATE_HOME="+filepath.Join(mnt, ".state"))
+	cmd.Env = fixture.Env(m, "BIN="+fixture.Binary(), "SRC="+src, "MNT="+mnt, "OUT="+out, "XDG_STATE_HOME="+filepath.Join(mnt, ".state"))
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("the trial script failed: %v\n%s", err, b)
 	}

@@ -1,4 +1,4 @@
-package main
+package binary
 
 // Issue 25, the cost ledger: each preset's usage, as its real CLI prints it in its JSON form
 // against the scripted model (internal/modelserver, told to report known token counts), read
@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/agent"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/internal/modelserver"
 )
 
@@ -67,7 +68,7 @@ func runCLIJSON(t *testing.T, preset string, srv *modelserver.Server) []byte {
 			}},
 		}
 		data, _ := json.Marshal(cfg)
-		writeFile(t, filepath.Join(dir, "opencode.json"), string(data))
+		fixture.WriteFile(t, filepath.Join(dir, "opencode.json"), string(data))
 		env = append(env, "CRYO_E2E_API_KEY="+e2eAPIKey, "OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_AUTOUPDATE=1",
 			"npm_config_registry="+srv.URL+"/npm/")
 	}
@@ -99,7 +100,7 @@ func testAgentUsage(t *testing.T, preset string, wantCost bool) {
 	})
 	out := runCLIJSON(t, preset, srv)
 	if os.Getenv("CRYO_RECORD_USAGE") == "1" {
-		writeFile(t, filepath.Join("agent", "testdata", "usage", preset+".out"), string(out))
+		fixture.WriteFile(t, filepath.Join(fixture.Repo(t), "agent", "testdata", "usage", preset+".out"), string(out))
 	}
 	text, u, err := agent.ReadUsage(preset, out)
 	if err != nil {
@@ -129,6 +130,6 @@ func deref[T any](p *T) any {
 	return fmt.Sprint(*p)
 }
 
-func TestAgentUsageClaude(t *testing.T)   { testAgentUsage(t, "claude", true) }
-func TestAgentUsageCodex(t *testing.T)    { testAgentUsage(t, "codex", false) }
-func TestAgentUsageOpencode(t *testing.T) { testAgentUsage(t, "opencode", true) }
+func TestAgentUsageClaude(t *testing.T)   { t.Parallel(); testAgentUsage(t, "claude", true) }
+func TestAgentUsageCodex(t *testing.T)    { t.Parallel(); testAgentUsage(t, "codex", false) }
+func TestAgentUsageOpencode(t *testing.T) { t.Parallel(); testAgentUsage(t, "opencode", true) }

@@ -1,4 +1,4 @@
-package main
+package binary
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/chamber"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
@@ -21,22 +22,9 @@ import (
 func newChamber(t *testing.T, m *systemdtest.Manager, name, agent, toml string) (string, []string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for file, data := range map[string]string{
-		"plan.md":   "x\n",
-		"cryo.toml": "agent = \"./agent.sh\"\n" + toml,
-		"agent.sh":  agent,
-	} {
-		if err := os.WriteFile(filepath.Join(dir, file), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env := managerEnv(m)
-	if code, out := bin(t, env, dir, "start", filepath.Join(dir, "plan.md")); code != 0 {
-		t.Fatalf("start: %d\n%s", code, out)
-	}
+	fixture.WriteFiles(t, dir, fixture.Files{"plan.md": "x\n", "cryo.toml": "agent = \"./agent.sh\"\n" + toml, "agent.sh": agent})
+	env := fixture.Env(m)
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	return dir, env
 }
 
@@ -52,20 +40,10 @@ func countLines(t *testing.T, path, prefix string) int {
 	return n
 }
 
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestFiftyWakesAtOnce: 50 `cryochamber wake` processes started at once on a chamber that is due
 // (and systemd's own timer firing at the same moment) give exactly one agent run.
 func TestFiftyWakesAtOnce(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt
@@ -74,7 +52,7 @@ if [ -e exit-2 ]; then echo "[CRYO:EXIT 2] failed"; else echo "[CRYO:EXIT 0] ok"
 if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE +7s]"; else echo "[CRYO:WAKE +1h]"; fi
 `
 	dir, env := newChamber(t, m, "fifty", agent, "watch_inbox = false\nmin_interval = \"1s\"\n")
-	st, err := stateOf(m, dir)
+	st, err := fixture.State(m, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,8 +73,8 @@ if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE +7s]"; else echo "[CRYO:WAKE +
 			t.Errorf("wake %d exited %d", i, c)
 		}
 	}
-	waitUntil(t, 20*time.Second, "session 2 to hibernate", func() bool {
-		st, err := stateOf(m, dir)
+	fixture.WaitFor(t, 20*time.Second, "session 2 to hibernate", func() bool {
+		st, err := fixture.State(m, dir)
 		return err == nil && st.Session >= 2 && st.Phase == chamber.PhaseArmed
 	})
 	// The 50 processes have exited; once the manager is idle, the wake systemd itself started at
@@ -130,6 +108,7 @@ if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE +1h]"; else echo "[CRYO:WAKE +
 // running finishes, does not re-arm, and the chamber ends cancelled with no timer left. Two more
 // cases bracket the race: cancel before the wake starts, and after it has hibernated.
 func TestWakeRacesCancel(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	logHas := func(dir, re string) bool {
 		data, _ := os.ReadFile(filepath.Join(dir, chamber.LogFile))
@@ -137,7 +116,7 @@ func TestWakeRacesCancel(t *testing.T) {
 	}
 	state := func(t *testing.T, dir string) *chamber.State {
 		t.Helper()
-		st, err := stateOf(m, dir)
+		st, err := fixture.State(m, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +126,7 @@ func TestWakeRacesCancel(t *testing.T) {
 	// into place.
 	pending := func(t *testing.T, dir string) *chamber.State {
 		t.Helper()
-		statePath := chamber.StatePath(stateDirOf(m), dir)
+		statePath := chamber.StatePath(fixture.StateDir(m), dir)
 		tmp, _ := filepath.Glob(filepath.Join(filepath.Dir(statePath), "."+filepath.Base(statePath)+".tmp-*"))
 		if len(tmp) != 1 {
 			t.Fatalf("want one state being written, found %v", tmp)
@@ -196,7 +175,7 @@ func TestWakeRacesCancel(t *testing.T) {
 			st, next := state(t, dir), pending(t, dir)
 			// The group is recorded once the sandbox holding the agent runs: the agent's own
 			// first line (ran 2) comes a moment later, while the wake waits here.
-			waitUntil(t, 10*time.Second, "the agent of session 2 to start", func() bool {
+			fixture.WaitFor(t, 10*time.Second, "the agent of session 2 to start", func() bool {
 				return countLines(t, filepath.Join(dir, "runs.txt"), "ran 2") == 1
 			})
 			if st.Phase != chamber.PhaseRunning || st.Holder == nil || st.Holder.Agent != nil || next.Holder == nil || next.Holder.Agent == nil ||
@@ -308,7 +287,7 @@ func TestWakeRacesCancel(t *testing.T) {
 			}
 			if defect := knownDefects[c.point]; defect != "" {
 				st := state(t, dir)
-				units := cryoUnits(t, m, st.ID)
+				units := fixture.UnitFiles(t, m, st.ID)
 				if r.code == 0 && strings.Contains(r.out, "hibernating: session 3") && st.Phase == chamber.PhaseArmed && len(units) == 0 {
 					t.Logf("KNOWN DEFECT (still there): %s", defect)
 					return
@@ -347,14 +326,14 @@ func TestWakeRacesCancel(t *testing.T) {
 // and session 2's agent ran sessions2 times.
 func checkCancelled(t *testing.T, m *systemdtest.Manager, dir string, sessions2 int) {
 	t.Helper()
-	st, err := stateOf(m, dir)
+	st, err := fixture.State(m, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Phase != chamber.PhaseCancelled || st.Holder != nil {
 		t.Errorf("phase %s holder %+v; want cancelled and no holder", st.Phase, st.Holder)
 	}
-	if units := cryoUnits(t, m, st.ID); len(units) != 0 {
+	if units := fixture.UnitFiles(t, m, st.ID); len(units) != 0 {
 		t.Errorf("units left after cancel: %v", units)
 	}
 	logData, _ := os.ReadFile(filepath.Join(dir, chamber.LogFile))
@@ -368,20 +347,10 @@ func checkCancelled(t *testing.T, m *systemdtest.Manager, dir string, sessions2 
 	}
 }
 
-func cryoUnits(t *testing.T, m *systemdtest.Manager, id string) []string {
-	ents, _ := os.ReadDir(m.UnitDir)
-	var out []string
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), id) {
-			out = append(out, e.Name())
-		}
-	}
-	return out
-}
-
 // TestSendRacesClaim: messages sent while sessions claim the inbox are each claimed by exactly
 // one session (or still waiting), never lost, never shown twice, and answered exactly once.
 func TestSendRacesClaim(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 for last; do :; done
@@ -417,9 +386,9 @@ case "$last" in *"Messages claimed"*) echo '[CRYO:REPLY "ok"]';; esac
 	if code, out := bin(t, env, dir, "wake", "--dir", dir, "--now"); code != 0 {
 		t.Fatalf("wake: %s", out)
 	}
-	names, _ := mailNames(dir, message.ArchiveDir)
+	names, _ := fixture.MailNames(dir, message.ArchiveDir)
 	if len(names) != senders {
-		inbox, _ := mailNames(dir, message.InboxDir)
+		inbox, _ := fixture.MailNames(dir, message.InboxDir)
 		t.Fatalf("%d messages archived, %d in the inbox; want all %d archived", len(names), len(inbox), senders)
 	}
 	shown, _ := os.ReadFile(filepath.Join(dir, "seen.txt"))
@@ -436,6 +405,7 @@ case "$last" in *"Messages claimed"*) echo '[CRYO:REPLY "ok"]';; esac
 
 // TestTwoChambersSameSecond: two chambers due at the same second both wake.
 func TestTwoChambersSameSecond(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	at := time.Now().UTC().Add(9 * time.Second).Truncate(time.Second).Format(time.RFC3339)
 	agent := `#!/bin/sh
@@ -446,8 +416,8 @@ if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE ` + at + `]"; fi
 	a, _ := newChamber(t, m, "alpha", agent, "min_interval = \"1s\"\n")
 	b, _ := newChamber(t, m, "beta", agent, "min_interval = \"1s\"\n")
 	for _, dir := range []string{a, b} {
-		waitUntil(t, 40*time.Second, dir+" to complete", func() bool {
-			st, err := stateOf(m, dir)
+		fixture.WaitFor(t, 40*time.Second, dir+" to complete", func() bool {
+			st, err := fixture.State(m, dir)
 			return err == nil && st.Phase == chamber.PhaseComplete && st.Session == 2
 		})
 		if n := countLines(t, filepath.Join(dir, "runs.txt"), "ran 2 "); n != 1 {

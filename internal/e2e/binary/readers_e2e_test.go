@@ -1,4 +1,4 @@
-package main
+package binary
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
+	"github.com/cryochamber/cryochamber/internal/mailtest"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
@@ -62,10 +64,11 @@ func badTerminal(out []byte) string {
 // and page that shows it sanitizes it (log, status, validate, history, the dashboard's pages and
 // API, the marker reader), and no line the agent printed begins a block.
 func TestEveryLogReaderSanitizes(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
-	env := managerEnv(m)
+	env := fixture.Env(m)
 	dir := filepath.Join(t.TempDir(), "hostile")
-	writeFiles(t, dir, map[string]string{
+	fixture.WriteFiles(t, dir, map[string]string{
 		"plan.md":   "x\n",
 		"cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\n",
 		"agent.sh":  hostileAgent,
@@ -73,7 +76,7 @@ func TestEveryLogReaderSanitizes(t *testing.T) {
 	if err := os.Chmod(filepath.Join(dir, "agent.sh"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	must0(t, env, dir, "start", filepath.Join(dir, "plan.md"))
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 
 	// Block boundaries: only cryochamber's own lines begin with "--- CRYO", and every line has
 	// one of the four forms.
@@ -129,7 +132,7 @@ func TestEveryLogReaderSanitizes(t *testing.T) {
 	}
 
 	// The dashboard: its pages and API.
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", mailtest.FreePort(t))
 	p := startWeb(t, env, "--listen", addr)
 	jar, _ := cookiejar.New(nil)
 	client := &http.Client{Jar: jar, Timeout: 30 * time.Second}
@@ -145,5 +148,5 @@ func TestEveryLogReaderSanitizes(t *testing.T) {
 		check("GET "+path, []byte(body))
 	}
 	p.interrupt(t)
-	must0(t, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 }

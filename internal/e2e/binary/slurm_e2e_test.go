@@ -1,4 +1,4 @@
-package main
+package binary
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/slurmtest"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
@@ -29,19 +30,12 @@ func slurmChamber(t *testing.T, c *slurmtest.Cluster, agent, toml string) string
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "lab chamber")
 	t.Cleanup(c.CancelAll)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for file, data := range map[string]string{
+	fixture.WriteFiles(t, dir, fixture.Files{
 		"plan.md": "x\n",
 		// min_interval: the agents ask for wakes seconds away (the default bound is 1m).
 		"cryo.toml": "agent = \"./agent.sh\"\nbackend = \"slurm\"\nmin_interval = \"1s\"\n" + toml,
 		"agent.sh":  agent,
-	} {
-		if err := os.WriteFile(filepath.Join(dir, file), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	return dir
 }
 
@@ -87,6 +81,7 @@ func runsOf(dir string) string {
 // Two sessions fired by Slurm jobs; validation reads the job back from squeue; status and ps
 // show the jobs; cancel leaves none.
 func TestSlurmSessionsAndCancel(t *testing.T) {
+	t.Parallel()
 	c := slurmtest.Start(t)
 	env := slurmEnv(t, c)
 	agent := `#!/bin/sh
@@ -95,11 +90,11 @@ echo "[CRYO:EXIT 0] session $CRYO_SESSION"
 if [ "$CRYO_SESSION" -lt 3 ]; then echo "[CRYO:WAKE +3s]"; else echo "[CRYO:WAKE +1h]"; fi
 `
 	dir := slurmChamber(t, c, agent, "watch_inbox = false\n\n[slurm]\npartition = \"main\"\nextra_args = [\"--time=10:00\"]\n\n# The agent looks at its parent, the wake, by PID: a caged session has a PID namespace of its own\n# (the cage on a compute node: TestSlurmWakeSurvivesControllerRestart runs caged).\n[sandbox]\nmode = \"off\"\n")
-	out := mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	out := fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	if !strings.Contains(out, "slurm holds job ") || !strings.Contains(out, "→ next ") {
 		t.Fatalf("start did not read the job back from Slurm:\n%s", out)
 	}
-	waitFor(t, 60*time.Second, "sessions 2 and 3 started by Slurm jobs", func() bool { return strings.Contains(runsOf(dir), "ran 3 ") })
+	fixture.WaitFor(t, 60*time.Second, "sessions 2 and 3 started by Slurm jobs", func() bool { return strings.Contains(runsOf(dir), "ran 3 ") })
 	runs := runsOf(dir)
 	for _, l := range strings.Split(strings.TrimSpace(runs), "\n")[1:] {
 		if f := strings.Fields(l); len(f) != 3 {
@@ -116,11 +111,11 @@ if [ "$CRYO_SESSION" -lt 3 ]; then echo "[CRYO:WAKE +3s]"; else echo "[CRYO:WAKE
 		t.Errorf("the validation of sessions 2 and 3 did not read their jobs back:\n%s", jobOut)
 	}
 	// The session armed its next wake and its dead-man as jobs.
-	waitFor(t, 20*time.Second, "the wake and dead-man jobs of session 3", func() bool {
+	fixture.WaitFor(t, 20*time.Second, "the wake and dead-man jobs of session 3", func() bool {
 		j := strings.Join(slurmJobs(t, c, dir), "\n")
 		return strings.Contains(j, "-wake PENDING") && strings.Contains(j, "-fallback PENDING") && !strings.Contains(j, "RUNNING")
 	})
-	stdout := mustCryo(t, 0, env, dir, "status", "--dir", dir, "--json")
+	stdout := fixture.Must(t, 0, env, dir, "status", "--dir", dir, "--json")
 	var st struct {
 		Backend string            `json:"backend"`
 		Jobs    []timer.SlurmJob  `json:"jobs"`
@@ -137,18 +132,19 @@ if [ "$CRYO_SESSION" -lt 3 ]; then echo "[CRYO:WAKE +3s]"; else echo "[CRYO:WAKE
 			t.Errorf("status --json job %+v: want its id, name and begin time", j)
 		}
 	}
-	if out := mustCryo(t, 0, env, dir, "status", "--dir", dir); !strings.Contains(out, "slurm job") || strings.Contains(out, "MISMATCH") {
+	if out := fixture.Must(t, 0, env, dir, "status", "--dir", dir); !strings.Contains(out, "slurm job") || strings.Contains(out, "MISMATCH") {
 		t.Errorf("status:\n%s", out)
 	}
-	if out := mustCryo(t, 0, env, dir, "ps", "--backend", "slurm"); !strings.Contains(out, dir) {
+	if out := fixture.Must(t, 0, env, dir, "ps", "--backend", "slurm"); !strings.Contains(out, dir) {
 		t.Errorf("ps --backend slurm does not list the chamber:\n%s", out)
 	}
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 	noJobsLeft(t, c, dir)
 }
 
 // A session killed with SIGKILL (the agent kills its wake) is reported by the dead-man job.
 func TestSlurmDeadManReportsKilledSession(t *testing.T) {
+	t.Parallel()
 	c := slurmtest.Start(t)
 	env := slurmEnv(t, c)
 	hooks := startHooks(t)
@@ -174,18 +170,19 @@ retries = 0
 [sandbox]
 mode = "off"
 `, hooks.url("/hook")))
-	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
-	waitFor(t, 60*time.Second, "the crashed alert from the dead-man job", func() bool {
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	fixture.WaitFor(t, 60*time.Second, "the crashed alert from the dead-man job", func() bool {
 		return hooks.count("/hook", `"reason":"crashed"`) == 1
 	})
 	if !strings.Contains(runsOf(dir), "ran 2") {
 		t.Fatalf("session 2 did not run:\n%s", runsOf(dir))
 	}
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 }
 
 // A wake pending while slurmctld is down, and past due when it comes back, still runs.
 func TestSlurmWakeSurvivesControllerRestart(t *testing.T) {
+	t.Parallel()
 	c := slurmtest.Start(t)
 	env := slurmEnv(t, c)
 	agent := `#!/bin/sh
@@ -194,20 +191,21 @@ echo "[CRYO:EXIT 0] session $CRYO_SESSION"
 if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE +6s]"; else echo "[CRYO:WAKE +1h]"; fi
 `
 	dir := slurmChamber(t, c, agent, "watch_inbox = false\n")
-	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	c.StopController()
 	time.Sleep(8 * time.Second) // the wake falls due while the controller is down
 	if strings.Contains(runsOf(dir), "ran 2") {
 		t.Fatal("session 2 ran while the controller was down")
 	}
 	c.StartController()
-	waitFor(t, 60*time.Second, "session 2 after the controller's restart", func() bool { return strings.Contains(runsOf(dir), "ran 2") })
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.WaitFor(t, 60*time.Second, "session 2 after the controller's restart", func() bool { return strings.Contains(runsOf(dir), "ran 2") })
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 	noJobsLeft(t, c, dir)
 }
 
 // A message sent while the chamber sleeps wakes it through a job, long before its wake.
 func TestSlurmInboxWake(t *testing.T) {
+	t.Parallel()
 	c := slurmtest.Start(t)
 	env := slurmEnv(t, c)
 	agent := `#!/bin/sh
@@ -216,28 +214,29 @@ echo "[CRYO:EXIT 0] session $CRYO_SESSION"
 echo "[CRYO:WAKE +1h]"
 `
 	dir := slurmChamber(t, c, agent, "# The agent looks at its parent, the wake, by PID: a caged session has a PID namespace of its own\n# (the cage on a compute node: TestSlurmWakeSurvivesControllerRestart runs caged).\n[sandbox]\nmode = \"off\"\n")
-	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
-	mustCryo(t, 0, env, dir, "send", "--dir", dir, "are the simulations done?")
-	waitFor(t, 60*time.Second, "session 2, woken by the message through a job", func() bool { return strings.Contains(runsOf(dir), "ran 2 ") })
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	fixture.Must(t, 0, env, dir, "send", "--dir", dir, "are the simulations done?")
+	fixture.WaitFor(t, 60*time.Second, "session 2, woken by the message through a job", func() bool { return strings.Contains(runsOf(dir), "ran 2 ") })
 	if f := strings.Fields(strings.Split(strings.TrimSpace(runsOf(dir)), "\n")[1]); len(f) != 3 {
 		t.Fatalf("session 2 did not run in a Slurm job:\n%s", runsOf(dir))
 	}
 	// The session re-armed its wake an hour ahead.
-	waitFor(t, 20*time.Second, "the re-armed wake job", func() bool {
+	fixture.WaitFor(t, 20*time.Second, "the re-armed wake job", func() bool {
 		return strings.Contains(strings.Join(slurmJobs(t, c, dir), "\n"), "-wake PENDING")
 	})
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 	noJobsLeft(t, c, dir)
 }
 
 // With the controller down, start refuses before session 1 runs, says why and what to check,
 // and neither runs the agent nor leaves a job; a bad [slurm] option is refused the same way.
 func TestSlurmStartRefusals(t *testing.T) {
+	t.Parallel()
 	c := slurmtest.Start(t)
 	env := slurmEnv(t, c)
 	agent := "#!/bin/sh\necho ran >> runs.txt\necho '[CRYO:EXIT 0] x'\necho '[CRYO:WAKE +1h]'\n"
 	dir := slurmChamber(t, c, agent, "[slurm]\nextra_args = [\"--time=1:00:00\", \"--dependency=afterok:1\"]\n")
-	out := mustCryo(t, 2, env, dir, "start", filepath.Join(dir, "plan.md"))
+	out := fixture.Must(t, 2, env, dir, "start", filepath.Join(dir, "plan.md"))
 	if !strings.Contains(out, `slurm.extra_args: sbatch option "--dependency=afterok:1": cryochamber sets --dependency itself`) {
 		t.Errorf("start with a bad [slurm] option:\n%s", out)
 	}
@@ -261,14 +260,15 @@ func TestSlurmStartRefusals(t *testing.T) {
 // `ps` asks the default backend for its timers, and each chamber's own backend about that
 // chamber: a Slurm chamber beside systemd ones is armed, not "orphaned".
 func TestSlurmChamberInPlainPs(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	c := slurmtest.Start(t)
-	env := append(managerEnv(m), c.Env()...)
+	env := append(fixture.Env(m), c.Env()...)
 	t.Cleanup(c.CancelAll)
 	agent := "#!/bin/sh\necho '[CRYO:EXIT 0] x'\necho '[CRYO:WAKE +1h]'\n"
 	dir := slurmChamber(t, c, agent, "watch_inbox = false\n")
-	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
-	out := mustCryo(t, 0, env, dir, "ps", "--json")
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	out := fixture.Must(t, 0, env, dir, "ps", "--json")
 	var rows []struct {
 		Dir, State, Problem string
 	}
@@ -278,6 +278,6 @@ func TestSlurmChamberInPlainPs(t *testing.T) {
 	if len(rows) != 1 || rows[0].Dir != dir || rows[0].State != "armed" {
 		t.Fatalf("ps --json (systemd, the default) on a Slurm chamber:\n%s", out)
 	}
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 	noJobsLeft(t, c, dir)
 }

@@ -1,4 +1,4 @@
-package main
+package binary
 
 // Issue 25, the guardrails on the agent's schedule, end to end: the built binary, a private
 // systemd user manager (timer/systemdtest) whose timers are read back, and a webhook on
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/chamber"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
@@ -48,11 +49,12 @@ func (c *trial) guardStatus() chamber.StatusInfo {
 // min_interval, the operator one notice (not one per moved wake), the agent a line in its next
 // prompt, history the key, validate the wake asked for and the one granted.
 func TestGuardMinInterval(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\nmin_interval = \"8s\"\n"+alertToml(hook, nil), greedyAgent, nil)
 	c.start(0)
-	waitFor(t, 90*time.Second, "session 4 has finished", func() bool {
+	fixture.WaitFor(t, 90*time.Second, "session 4 has finished", func() bool {
 		s := c.status()
 		return s.Session >= 4 && s.Phase == "armed"
 	})
@@ -115,6 +117,7 @@ func quietAround(now time.Time, loc *time.Location) (string, time.Time) {
 // end; a message that arrives inside them starts the wake through the inbox watcher, and the
 // wake defers without running a session and without taking the message, still one notice.
 func TestGuardQuietHours(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	loc, err := time.LoadLocation("America/New_York")
@@ -142,8 +145,8 @@ echo "[CRYO:WAKE +1m]"
 	}
 
 	c.must(0, "send", "--dir", c.dir, "are you awake?")
-	waitFor(t, 60*time.Second, "the wake the message started has deferred", func() bool {
-		st, err := stateOf(m, c.dir)
+	fixture.WaitFor(t, 60*time.Second, "the wake the message started has deferred", func() bool {
+		st, err := fixture.State(m, c.dir)
 		if err != nil || st.Guard == nil {
 			return false
 		}
@@ -154,13 +157,13 @@ echo "[CRYO:WAKE +1m]"
 		}
 		return false
 	})
-	if st, _ := stateOf(m, c.dir); st.Phase != chamber.PhaseArmed || st.Session != 1 {
+	if st, _ := fixture.State(m, c.dir); st.Phase != chamber.PhaseArmed || st.Session != 1 {
 		t.Fatalf("after the deferral: phase %s, session %d; want armed, still 1", st.Phase, st.Session)
 	}
 	if runs := c.file("runs.txt"); strings.Count(runs, "ran") != 1 {
 		t.Errorf("a session ran inside quiet hours: %q", runs)
 	}
-	if n, _ := mailNames(c.dir, message.InboxDir); len(n) != 1 {
+	if n, _ := fixture.MailNames(c.dir, message.InboxDir); len(n) != 1 {
 		t.Errorf("the inbox holds %d message(s), want the 1 that waits", len(n))
 	}
 	s = c.status()
@@ -176,6 +179,7 @@ echo "[CRYO:WAKE +1m]"
 // TestGuardDailyCap: once max_sessions_per_day sessions ran (start's included), the next wake
 // moves to the start of the next day in the chamber's zone, read back from the OS.
 func TestGuardDailyCap(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	loc, err := time.LoadLocation("America/New_York")
@@ -188,7 +192,7 @@ func TestGuardDailyCap(t *testing.T) {
 	toml := "agent = \"./agent.sh\"\ntimezone = \"America/New_York\"\nmax_sessions_per_day = 2\nmin_interval = \"1s\"\nwatch_inbox = false\n" + alertToml(hook, nil)
 	c := newTrial(t, m, toml, greedyAgent, nil)
 	c.start(0)
-	waitFor(t, 60*time.Second, "session 2 has finished", func() bool {
+	fixture.WaitFor(t, 60*time.Second, "session 2 has finished", func() bool {
 		s := c.status()
 		return s.Session >= 2 && s.Phase == "armed"
 	})
@@ -211,7 +215,7 @@ func TestGuardDailyCap(t *testing.T) {
 	// A wake that fires over the cap (the operator's `wake --at` in a minute's time... here:
 	// a planned wake moved back by hand) defers instead of running.
 	c.must(0, "wake", "--dir", c.dir, "--at", "+6s")
-	waitFor(t, 60*time.Second, "the wake over the cap has deferred", func() bool {
+	fixture.WaitFor(t, 60*time.Second, "the wake over the cap has deferred", func() bool {
 		s := c.status()
 		return s.NextWake != nil && s.NextWake.Equal(midnight)
 	})
@@ -224,6 +228,7 @@ func TestGuardDailyCap(t *testing.T) {
 // TestGuardPlanEnds: stop_after and max_sessions end the plan with a notice and leave no
 // timer.
 func TestGuardPlanEnds(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	for _, tc := range []struct {
 		name, toml, agent, key string
@@ -239,12 +244,12 @@ echo "[CRYO:WAKE +1m]"
 			hook := startAlertHook(t, false)
 			c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\nmin_interval = \"1s\"\n"+tc.toml+alertToml(hook, nil), tc.agent, nil)
 			c.start(0)
-			waitFor(t, 60*time.Second, "the plan has ended", func() bool { return c.status().Phase == "complete" })
+			fixture.WaitFor(t, 60*time.Second, "the plan has ended", func() bool { return c.status().Phase == "complete" })
 			s := c.status()
 			if s.Session != tc.sessions {
 				t.Errorf("%d sessions ran, want %d", s.Session, tc.sessions)
 			}
-			if timers := activeTimers(t, m, timer.ID(c.dir)); len(timers) != 0 {
+			if timers := fixture.Timers(t, m, timer.ID(c.dir)+"-*", true); len(timers) != 0 {
 				t.Errorf("timers left after the plan ended: %v", timers)
 			}
 			got := hook.withReason("guardrail")
@@ -264,6 +269,7 @@ echo "[CRYO:WAKE +1m]"
 // the figures, and history and status carry the costs. A session whose cost cannot be read is
 // shown as unknown (null), never as free, and the operator is told once.
 func TestGuardBudget(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	if now := time.Now().UTC(); now.Hour() == 23 && now.Minute() >= 58 {
 		t.Skip("too close to midnight UTC: the sessions could fall on two days")
@@ -280,7 +286,7 @@ echo "[CRYO:WAKE +1s]"
 		c.start(0)
 		lt := time.Now().UTC()
 		midnight := time.Date(lt.Year(), lt.Month(), lt.Day()+1, 0, 0, 0, 0, time.UTC)
-		waitFor(t, 90*time.Second, "the budget holds the wake to the next day", func() bool {
+		fixture.WaitFor(t, 90*time.Second, "the budget holds the wake to the next day", func() bool {
 			s := c.status()
 			return s.Phase == "armed" && s.NextWake != nil && s.NextWake.Equal(midnight)
 		})
@@ -310,7 +316,7 @@ echo "[CRYO:WAKE +1s]"
 		if out := c.must(0, "history", "--dir", c.dir); !strings.Contains(out, "$0.40 (claimed)") || !strings.Contains(out, "1000/200") {
 			t.Errorf("history's table has no TOKENS and COST:\n%s", out)
 		}
-		st, _ := stateOf(m, c.dir)
+		st, _ := fixture.State(m, c.dir)
 		if st.Guard == nil || len(st.Guard.Notes) == 0 || !strings.Contains(strings.Join(st.Guard.Notes, " "), "budget_per_day") {
 			t.Errorf("the next prompt's notes do not say the budget is spent: %+v", st.Guard)
 		}
@@ -350,6 +356,7 @@ echo "[CRYO:WAKE +1h]"
 // chooses the wake runs with its clock set to that night (CRYOCHAMBER_NOW, a test hook); the
 // instants are in 2027, so systemd arms them as any future wake.
 func TestGuardDSTReadBack(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	if _, err := time.LoadLocation("Europe/Berlin"); err != nil {
 		t.Skipf("no tzdata: %v", err)

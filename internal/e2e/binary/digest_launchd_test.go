@@ -1,4 +1,4 @@
-package main
+package binary
 
 import (
 	"os"
@@ -15,6 +15,7 @@ import (
 // loads the user's one digest agent at start, and cancel, taking the last chamber that wanted
 // it out, unloads and removes it.
 func TestLaunchdDigestAgent(t *testing.T) {
+	t.Parallel()
 	fake := launchctltest.New(t)
 	home := t.TempDir()
 	dir := filepath.Join(t.TempDir(), "mac plan")

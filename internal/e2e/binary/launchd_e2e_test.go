@@ -1,4 +1,4 @@
-package main
+package binary
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/chamber"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/launchctltest"
 	"howett.net/plist"
@@ -25,21 +26,18 @@ import (
 // wake job, a wake that launchd fires at load (RunAtLoad) does nothing, and cancel boots out and
 // removes every plist.
 func TestLaunchdLifecycle(t *testing.T) {
+	t.Parallel()
 	fake := launchctltest.New(t)
 	home := t.TempDir()
 	dir := filepath.Join(t.TempDir(), "mac plan & <notes>")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, data := range map[string]string{
+	fixture.WriteFiles(t, dir, fixture.Files{
 		"plan.md":   "x\n",
 		"cryo.toml": "agent = \"./agent.sh\"\nbackend = \"launchd\"\nmin_interval = \"1s\"\n",
 		"agent.sh":  "#!/bin/sh\necho '[CRYO:EXIT 0] ok'\necho '[CRYO:WAKE +2h]'\n",
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	// The stand-in first on PATH; the rest of PATH for the agent's /bin/sh.
 	env := []string{"HOME=" + home, "TZ=UTC", "LANG=C.UTF-8"}
 	for _, kv := range fake.Env() {
@@ -132,15 +130,11 @@ func launchdChamber(t *testing.T, fake *launchctltest.Fake, home, dir, wake, tz 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, data := range map[string]string{
+	fixture.WriteFiles(t, dir, fixture.Files{
 		"plan.md":   "x\n",
 		"cryo.toml": "agent = \"./agent.sh\"\nbackend = \"launchd\"\n",
 		"agent.sh":  "#!/bin/sh\necho '[CRYO:EXIT 0] ok'\necho \"[CRYO:WAKE " + wake + "]\"\n",
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	env := []string{"HOME=" + home, "TZ=" + tz, "LANG=C.UTF-8"}
 	for _, kv := range fake.Env() {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
@@ -156,6 +150,7 @@ func launchdChamber(t *testing.T, fake *launchctltest.Fake, home, dir, wake, tz 
 // /etc/localtime names (launchd reads it there, and never sees $TZ). Before, the calendar was
 // computed in $TZ: 2027-01-15T14:00Z gave Hour 14, 9 and 23 under UTC, New York and Tokyo.
 func TestLaunchdPlistIgnoresTZ(t *testing.T) {
+	t.Parallel()
 	fake := launchctltest.New(t)
 	zone, err := timer.SystemZone("/etc/localtime")
 	if err != nil {
@@ -224,6 +219,7 @@ func TestLaunchdPlistIgnoresTZ(t *testing.T) {
 // load the dead-man and the inbox watcher once; only the wake, whose time changes, is written
 // again.
 func TestLaunchdSessionsWriteOnce(t *testing.T) {
+	t.Parallel()
 	fake := launchctltest.New(t)
 	home := t.TempDir()
 	dir := filepath.Join(t.TempDir(), "once")
@@ -271,17 +267,18 @@ func TestLaunchdSessionsWriteOnce(t *testing.T) {
 // TestMacosCheckScript: scripts/macos-check.sh is for a real Mac; here it must at least parse,
 // and refuse to run, saying why.
 func TestMacosCheckScript(t *testing.T) {
+	t.Parallel()
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Fatalf("bash is needed to check scripts/macos-check.sh: %v", err)
 	}
-	if out, err := exec.Command(bash, "-n", "scripts/macos-check.sh").CombinedOutput(); err != nil {
+	if out, err := exec.Command(bash, "-n", filepath.Join(fixture.Repo(t), "scripts", "macos-check.sh")).CombinedOutput(); err != nil {
 		t.Fatalf("bash -n: %v\n%s", err, out)
 	}
 	if runtime.GOOS == "darwin" {
 		return // it would start a real chamber
 	}
-	out, err := exec.Command(bash, "scripts/macos-check.sh").CombinedOutput()
+	out, err := exec.Command(bash, filepath.Join(fixture.Repo(t), "scripts", "macos-check.sh")).CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "macos-check: this is for macOS") {
 		t.Fatalf("off macOS: %v\n%s", err, out)

@@ -1,4 +1,4 @@
-package main
+package binary
 
 // Issue 23, "Nothing stops silently, round 2": the stops found after the first round, each tried
 // end to end with the built binary against a private systemd user manager (timer/systemdtest)
@@ -7,23 +7,21 @@ package main
 // them.
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cryochamber/cryochamber/internal/e2e"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/internal/mailtest"
 	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/timer"
@@ -70,28 +68,14 @@ func onlyName(t *testing.T, dir string) string {
 // the agent; a reply under two names was never published. Now the reader knows the stray for
 // what it is (our temporary name, the same file, no third name), removes it and goes on.
 func TestSilent2_02StrayTempAfterKilledWriter(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
-	imap := mailtest.StartIMAP(t)
-	smtp := mailtest.StartSMTP(t)
-	dir := filepath.Join(t.TempDir(), "garden")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	toml := "watch_inbox = false\n" + strings.Replace(fmt.Sprintf(syncToml, smtp.Port, imap.Port), "summaries = true\n", "", 1)
-	for name, data := range map[string]string{"plan.md": "Tend the garden.\n", "agent.sh": syncAgent, "cryo.toml": toml} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir, imap, smtp := syncGarden(t)
 	id := timer.ID(dir)
-	env := managerEnv(m, "CRYO_IMAP_PW="+imap.Password)
+	env := fixture.Env(m, "CRYO_IMAP_PW="+imap.Password)
 	expect := func(env []string, want int, re string, args ...string) string {
 		t.Helper()
-		code, out := bin(t, env, dir, args...)
-		if code != want || !regexp.MustCompile(re).MatchString(out) {
-			t.Fatalf("cryochamber %s: exit %d, want %d; output does not match %q:\n%s", strings.Join(args, " "), code, want, re, out)
-		}
-		return out
+		return expectOutput(t, env, dir, want, re, args...)
 	}
 	expect(env, 0, `session 1`, "start", filepath.Join(dir, "plan.md"))
 	inbox := filepath.Join(dir, message.InboxDir)
@@ -186,6 +170,7 @@ func pendingTodos(t *testing.T, c *trial) []string {
 // not two (issue 23, item 4: a TODO was a repeat only when text and time matched exactly, and a
 // relative time never matches twice).
 func TestSilent2_04CancelStartKeepsOneTodo(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 echo "[CRYO:EXIT 0] session $CRYO_SESSION"
@@ -214,6 +199,7 @@ echo '[CRYO:TODO +1d "prune the roses"]'
 // alerting; without the environment file systemd did not start them at all; a damaged accepted
 // cryo.toml put the defaults (no alert targets) in force silently.
 func TestSilent2_StateUnreadableStillAlerts(t *testing.T) {
+	t.Parallel()
 	agent := `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt
 echo "[CRYO:EXIT 0] session $CRYO_SESSION"
@@ -280,15 +266,15 @@ fi
 			hook := startAlertHook(t, false)
 			c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\nfallback_after = \"15s\"\n"+alertToml(hook, nil), agent, nil)
 			c.start(0)
-			store := filepath.Join(stateDirOf(m), "chambers", timer.ID(c.dir))
+			store := filepath.Join(fixture.StateDir(m), "chambers", timer.ID(c.dir))
 			tc.damage(t, m, store)
 			begun := time.Now()
-			waitFor(t, 60*time.Second, "the wake's alert "+tc.reason, func() bool {
+			fixture.WaitFor(t, 60*time.Second, "the wake's alert "+tc.reason, func() bool {
 				if len(hook.withReason(tc.reason)) > 0 {
 					return true
 				}
 				if time.Since(begun) > 55*time.Second {
-					t.Logf("hook:\n%s\njournal:\n%s", hook, tail(m.Journal(t), 4000))
+					t.Logf("hook:\n%s\njournal:\n%s", hook, fixture.Tail(m.Journal(t), 4000))
 					begun = time.Now()
 				}
 				return false
@@ -297,9 +283,9 @@ fi
 				t.Errorf("the alert does not say %q:\n%s", tc.says, msg)
 			}
 			if tc.deadMan {
-				waitFor(t, 60*time.Second, "the dead-man's alert too", func() bool { return len(hook.withReason(tc.reason)) > 1 })
+				fixture.WaitFor(t, 60*time.Second, "the dead-man's alert too", func() bool { return len(hook.withReason(tc.reason)) > 1 })
 			} else {
-				waitFor(t, 60*time.Second, "session 2", func() bool { return c.file("runs.txt") == tc.runs })
+				fixture.WaitFor(t, 60*time.Second, "session 2", func() bool { return c.file("runs.txt") == tc.runs })
 				if n := len(hook.withReason(tc.reason)); n != 1 {
 					t.Errorf("%d alerts %s, want 1:\n%s", n, tc.reason, hook)
 				}
@@ -315,11 +301,12 @@ fi
 // damaged: the wake refuses to run on the defaults (which alert nobody) instead of running the
 // plan silently, and status says why (issue 23, item 14).
 func TestSilent2_AcceptedConfigLostRefuses(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), okAgent, nil)
 	c.start(0)
-	store := filepath.Join(stateDirOf(m), "chambers", timer.ID(c.dir))
+	store := filepath.Join(fixture.StateDir(m), "chambers", timer.ID(c.dir))
 	putFile(t, filepath.Join(store, "cryo.toml"), "agent = \"./agent.sh\"\n") // valid TOML: the defaults
 	putFile(t, filepath.Join(store, "cryo.toml.copy"), "agent = \"./ag\x00\x00\x00")
 	out := c.must(1, "wake", "--dir", c.dir, "--now")
@@ -342,6 +329,7 @@ func TestSilent2_AcceptedConfigLostRefuses(t *testing.T) {
 	c.must(0, "cancel", "--dir", c.dir)
 }
 
+// putFile writes a file of the private state store (0600, as the store keeps them).
 func putFile(t *testing.T, p, data string) {
 	t.Helper()
 	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
@@ -355,12 +343,13 @@ func putFile(t *testing.T, p, data string) {
 // dead-man; status and validate say that the binary is gone (issue 23, item 7: the boot unit ran
 // the missing binary and nothing at all happened).
 func TestSilent2_07BinaryMovedThenReboot(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	installed := filepath.Join(t.TempDir(), "opt", "cryochamber")
 	if err := os.MkdirAll(filepath.Dir(installed), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(binPath)
+	data, err := os.ReadFile(fixture.Binary())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,12 +362,12 @@ func TestSilent2_07BinaryMovedThenReboot(t *testing.T) {
 	if err := os.Remove(installed); err != nil {
 		t.Fatal(err)
 	}
-	c.bin = binPath
+	c.bin = fixture.Binary()
 	m.Restart(t)
 	id := timer.ID(c.dir)
-	waitFor(t, 60*time.Second, "the boot unit re-arms the wake and its dead-man", func() bool {
-		out := m.Systemctl(t, "list-timers", "--no-legend", "--plain", "--all", id+"-*")
-		return strings.Contains(out, id+"-wake.timer") && strings.Contains(out, id+"-fallback.timer")
+	fixture.WaitFor(t, 60*time.Second, "the boot unit re-arms the wake and its dead-man", func() bool {
+		got := fixture.Timers(t, m, id+"-*", true)
+		return slices.Contains(got, id+"-wake.timer") && slices.Contains(got, id+"-fallback.timer")
 	})
 	s := c.status()
 	if s.Phase != "armed" || s.Session != 1 {
@@ -403,6 +392,7 @@ func TestSilent2_07BinaryMovedThenReboot(t *testing.T) {
 // operator gets one notice (issue 23, item 3: the file had no hash, so the drift report returned
 // before its notice; only status said it).
 func TestSilent2_03ConfigFIFO(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), okAgent, nil)
@@ -434,13 +424,14 @@ func TestSilent2_03ConfigFIFO(t *testing.T) {
 // (issue 23, item 13: nothing was armed after the restart, the phase was failed, and the alert
 // said "fix the cause, then start").
 func TestSilent2_13ShutdownDuringSession(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), hangAgent, nil)
 	c.start(0)
-	putFile(t, filepath.Join(c.dir, "hang"), "")
+	fixture.WriteFile(t, filepath.Join(c.dir, "hang"), "")
 	c.must(0, "send", "--dir", c.dir, "--wake", "Water the ferns.")
-	waitFor(t, 30*time.Second, "session 2 running under the manager", func() bool { return fileExists(filepath.Join(c.dir, "wake.pid")) })
+	fixture.WaitFor(t, 30*time.Second, "session 2 running under the manager", func() bool { return fixture.Exists(filepath.Join(c.dir, "wake.pid")) })
 	m.Restart(t)
 	deadline := time.Now().Add(90 * time.Second)
 	for {
@@ -450,7 +441,7 @@ func TestSilent2_13ShutdownDuringSession(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			_, st := c.run("status", "--dir", c.dir)
-			t.Fatalf("session 2 was not retried after the restart:\n%s\ncryo.log:\n%s\nhook:\n%s\njournal:\n%s", st, tail(c.file("cryo.log"), 3000), hook, tail(m.Journal(t), 5000))
+			t.Fatalf("session 2 was not retried after the restart:\n%s\ncryo.log:\n%s\nhook:\n%s\njournal:\n%s", st, fixture.Tail(c.file("cryo.log"), 3000), hook, fixture.Tail(m.Journal(t), 5000))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -476,6 +467,7 @@ func TestSilent2_13ShutdownDuringSession(t *testing.T) {
 // wake's service was still active, systemd merged the start into it, the session never ran, and
 // the dead-man reported `missed` later).
 func TestSilent2_09SlowAlertKeepsNextWake(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, true)
 	agent := `#!/bin/sh
@@ -492,11 +484,11 @@ esac
 	select {
 	case <-hook.arrived:
 	case <-time.After(60 * time.Second):
-		t.Fatalf("no alert arrived; runs %q\n%s", c.file("runs.txt"), tail(m.Journal(t), 4000))
+		t.Fatalf("no alert arrived; runs %q\n%s", c.file("runs.txt"), fixture.Tail(m.Journal(t), 4000))
 	}
 	time.Sleep(20 * time.Second)
 	hook.unhold()
-	waitFor(t, 60*time.Second, "session 3 runs", func() bool { return strings.Contains(c.file("runs.txt"), "ran 3") })
+	fixture.WaitFor(t, 60*time.Second, "session 3 runs", func() bool { return strings.Contains(c.file("runs.txt"), "ran 3") })
 	if n := len(hook.withReason("missed")); n != 0 {
 		t.Errorf("%d alerts missed:\n%s", n, hook)
 	}
@@ -509,6 +501,7 @@ esac
 // told, once; a chamber whose only target fails says `alerts_reach_nobody` in status --json and
 // in ps (issue 23, item 12: nothing reached a person, for 30 days).
 func TestSilent2_12TargetsFailForGood(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	revoked := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "hook revoked", http.StatusInternalServerError)
@@ -524,7 +517,7 @@ echo "[CRYO:WAKE +1h]"
 	alone := newTrial(t, m, toml, agent, nil)
 	both.start(0)
 	alone.start(0)
-	waitFor(t, 150*time.Second, "the working target is told that the other fails", func() bool { return len(good.withReason("target-failing")) > 0 })
+	fixture.WaitFor(t, 150*time.Second, "the working target is told that the other fails", func() bool { return len(good.withReason("target-failing")) > 0 })
 	if msg := fmt.Sprint(good.withReason("target-failing")[0]["message"]); !strings.Contains(msg, revoked.URL) || !strings.Contains(msg, "500") {
 		t.Errorf("the notice says:\n%s", msg)
 	}
@@ -538,7 +531,7 @@ echo "[CRYO:WAKE +1h]"
 	if err := json.Unmarshal([]byte(both.stdout("status", "--dir", both.dir, "--json")), &full); err != nil || len(full.Failing) != 1 || full.Nobody {
 		t.Errorf("status --json of the chamber with a working target: %+v %v (%+v)", full, err, s)
 	}
-	waitFor(t, 60*time.Second, "the lone chamber's target fails twice", func() bool {
+	fixture.WaitFor(t, 60*time.Second, "the lone chamber's target fails twice", func() bool {
 		if err := json.Unmarshal([]byte(alone.stdout("status", "--dir", alone.dir, "--json")), &full); err != nil {
 			return false
 		}
@@ -565,6 +558,7 @@ echo "[CRYO:WAKE +1h]"
 // the next poll sends one notice `channel-back` (issue 23, item 15: only `status` and
 // `sync --status` said it, when someone ran them).
 func TestSilent2_15ChannelDown(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	imap := mailtest.StartIMAP(t)
 	smtp := mailtest.StartSMTP(t)
@@ -575,12 +569,8 @@ func TestSilent2_15ChannelDown(t *testing.T) {
 	}
 	toml := "watch_inbox = false\n" + strings.Replace(fmt.Sprintf(syncToml, smtp.Port, imap.Port), "summaries = true\n", "", 1) +
 		fmt.Sprintf("\n[[fallback]]\naction = \"webhook\"\ntarget = %q\n", hook.URL)
-	for name, data := range map[string]string{"plan.md": "Tend the garden.\n", "agent.sh": syncAgent, "cryo.toml": toml} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env := managerEnv(m, "CRYO_IMAP_PW="+imap.Password)
+	fixture.WriteFiles(t, dir, fixture.Files{"plan.md": "Tend the garden.\n", "agent.sh": syncAgent, "cryo.toml": toml})
+	env := fixture.Env(m, "CRYO_IMAP_PW="+imap.Password)
 	expect := func(want int, args ...string) string {
 		t.Helper()
 		code, out := bin(t, env, dir, args...)
@@ -626,6 +616,7 @@ func TestSilent2_15ChannelDown(t *testing.T) {
 // not the files, not the enable link, not the boot unit loaded in memory (issue 23, item 5: it
 // stayed loaded until the next reload, though DESIGN.md says "no units left").
 func TestSilent2_05CompleteLeavesNoUnit(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt
@@ -638,7 +629,7 @@ if [ "$CRYO_SESSION" = 1 ]; then ` + wakeAt(3) + `; fi
 	if out := m.Systemctl(t, "show", "--property=LoadState", "--value", timer.SystemdBootName(id)); strings.TrimSpace(out) != "loaded" {
 		t.Fatalf("the boot unit is not loaded while the plan runs (%q): the test cannot tell", out)
 	}
-	waitFor(t, 60*time.Second, "session 2 completes the plan (the real timer fires it)", func() bool { return c.status().Phase == "complete" })
+	fixture.WaitFor(t, 60*time.Second, "session 2 completes the plan (the real timer fires it)", func() bool { return c.status().Phase == "complete" })
 	m.WaitIdle(t, 30*time.Second, id+"-*")
 	out := m.Systemctl(t, "list-units", "--all", "--no-legend", "--plain", id+"-*")
 	if strings.TrimSpace(out) != "" {
@@ -654,6 +645,7 @@ if [ "$CRYO_SESSION" = 1 ]; then ` + wakeAt(3) + `; fi
 // of the pause is armed again; once the directory is back, the pause ends and the plan's wake
 // stays (issue 23, item 10: no alert, nothing re-armed).
 func TestSilent2_10PausedChamberGone(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), okAgent, nil)
@@ -663,17 +655,16 @@ func TestSilent2_10PausedChamberGone(t *testing.T) {
 	if err := os.Rename(c.dir, away); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "the alert missing", func() bool { return len(hook.withReason("missing")) > 0 })
+	fixture.WaitFor(t, 60*time.Second, "the alert missing", func() bool { return len(hook.withReason("missing")) > 0 })
 	if msg := fmt.Sprint(hook.withReason("missing")[0]["message"]); !strings.Contains(msg, "pause") {
 		t.Errorf("the alert says:\n%s", msg)
 	}
-	st, err := stateOf(m, c.dir)
+	st, err := fixture.State(m, c.dir)
 	if err != nil || st.Phase != "paused" || st.Timers.Wake == nil || !st.Timers.Wake.After(time.Now()) {
 		t.Fatalf("after the alert: %+v %v; want paused, the end of the pause armed again", st, err)
 	}
-	out := m.Systemctl(t, "list-timers", "--no-legend", "--plain", timer.ID(c.dir)+"-wake.timer")
-	if !strings.Contains(out, timer.ID(c.dir)+"-wake.timer") {
-		t.Errorf("no wake timer in the manager:\n%s", out)
+	if got := fixture.Timers(t, m, timer.ID(c.dir)+"-wake.timer", false); len(got) != 1 {
+		t.Errorf("no wake timer in the manager: %v", got)
 	}
 	if err := os.Rename(away, c.dir); err != nil {
 		t.Fatal(err)
@@ -690,154 +681,23 @@ func TestSilent2_10PausedChamberGone(t *testing.T) {
 	c.must(0, "cancel", "--dir", c.dir)
 }
 
-// stallProxy stands in front of the user manager's sockets like busProxy, but instead of
-// dropping a connection it stalls it: once armed, the connection whose client sends a message
-// naming stallOn gets no answer any more, to that message or any later one (a bus that went away
-// without closing its sockets, as at a user manager's start while the session bus goes away).
-type stallProxy struct {
-	mu      sync.Mutex
-	stallOn []byte
-	stalled int
-	lns     []net.Listener
-	conns   []net.Conn
-}
-
-func startStallProxy(t *testing.T, m *systemdtest.Manager) *stallProxy {
-	t.Helper()
-	p := &stallProxy{}
-	for _, name := range []string{"bus", filepath.Join("systemd", "private")} {
-		path := filepath.Join(m.RuntimeDir, name)
-		if fi, err := os.Lstat(path); err != nil || fi.Mode().Type() != os.ModeSocket {
-			continue
-		}
-		real := path + ".real"
-		if err := os.Rename(path, real); err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("unix", path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.lns = append(p.lns, ln)
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go p.relay(c, real)
-			}
-		}()
-		t.Cleanup(func() {
-			_ = os.Remove(path)
-			_ = os.Rename(real, path)
-		})
-	}
-	if len(p.lns) == 0 {
-		t.Fatal("the manager has no socket to stand in front of")
-	}
-	t.Cleanup(func() {
-		for _, ln := range p.lns {
-			ln.Close()
-		}
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-	})
-	return p
-}
-
-func (p *stallProxy) stallNext(s string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.stallOn = []byte(s)
-}
-
-func (p *stallProxy) count() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stalled
-}
-
-func (p *stallProxy) relay(client net.Conn, real string) {
-	server, err := net.Dial("unix", real)
-	if err != nil {
-		client.Close()
-		return
-	}
-	p.mu.Lock()
-	p.conns = append(p.conns, client, server)
-	p.mu.Unlock()
-	var stalled atomicBool
-	go func() {
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := server.Read(buf)
-			if n > 0 && !stalled.get() {
-				if _, werr := client.Write(buf[:n]); werr != nil {
-					return
-				}
-			}
-			if err != nil {
-				client.Close()
-				return
-			}
-		}
-	}()
-	buf := make([]byte, 64<<10)
-	var tail []byte
-	for {
-		n, err := client.Read(buf)
-		if n > 0 {
-			window := append(tail, buf[:n]...)
-			p.mu.Lock()
-			if len(p.stallOn) > 0 && bytes.Contains(window, p.stallOn) {
-				p.stallOn = nil
-				p.stalled++
-				stalled.set()
-			}
-			p.mu.Unlock()
-			if _, werr := server.Write(buf[:n]); werr != nil {
-				return
-			}
-			if len(window) > 256 {
-				window = window[len(window)-256:]
-			}
-			tail = append([]byte(nil), window...)
-		}
-		if err != nil {
-			server.Close()
-			return
-		}
-	}
-}
-
-type atomicBool struct {
-	mu sync.Mutex
-	v  bool
-}
-
-func (b *atomicBool) get() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.v }
-func (b *atomicBool) set()      { b.mu.Lock(); b.v = true; b.mu.Unlock() }
-
 // TestSilent2_11DeadmanArmBounded: the bus stops answering while a session arms its dead-man
 // (its StartTransientUnit gets no reply). The session still runs and hibernates, within a bounded
 // time, on a new connection (issue 23, item 11: the wake waited for that answer with no deadline
 // and hung before its session, phase running, no dead-man armed).
 func TestSilent2_11DeadmanArmBounded(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n", okAgent, nil)
 	c.start(0)
-	p := startStallProxy(t, m)
-	p.stallNext("StartTransientUnit")
+	p := fixture.StartBusProxy(t, m)
+	p.StallNext("StartTransientUnit")
 	code, out, timedOut := runWithin(t, c.bin, c.env, c.dir, 100*time.Second, "wake", "--dir", c.dir, "--now")
 	if timedOut {
 		t.Fatalf("the wake hung (still running after 100 s):\n%s", out)
 	}
-	if p.count() != 1 {
-		t.Errorf("the proxy stalled %d connections, want 1: the test did not try what it says", p.count())
+	if p.Stalls() != 1 {
+		t.Errorf("the proxy stalled %d connections, want 1: the test did not try what it says", p.Stalls())
 	}
 	if code != 0 || c.file("runs.txt") != "ran 1\nran 2\n" {
 		t.Errorf("wake: exit %d, runs %q\n%s", code, c.file("runs.txt"), out)
@@ -852,6 +712,7 @@ func TestSilent2_11DeadmanArmBounded(t *testing.T) {
 // one at a time (pin.json, todo.json, the secrets): the next wake runs its session, or tells the
 // operator why not; it never stops in silence (issue 23, item 16).
 func TestSilent2_16PrivateFilesRemoved(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, file, content string // content "" = removed
 	}{
@@ -871,7 +732,7 @@ echo '[CRYO:TODO +2h "prune the roses"]'
 `
 			c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), agent, nil)
 			c.start(0)
-			store := filepath.Join(stateDirOf(m), "chambers", timer.ID(c.dir))
+			store := filepath.Join(fixture.StateDir(m), "chambers", timer.ID(c.dir))
 			if tc.content == "" {
 				_ = os.Remove(filepath.Join(store, tc.file))
 			} else {
@@ -895,6 +756,7 @@ echo '[CRYO:TODO +2h "prune the roses"]'
 // again (a logout and a login; a reboot, which empties the runtime directory) a few seconds
 // before a WAKE: the session runs once (issue 23, item 16, in part).
 func TestSilent2_16ManagerEvents(t *testing.T) {
+	t.Parallel()
 	agent := `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt
 echo "[CRYO:EXIT 0] session $CRYO_SESSION"
@@ -913,7 +775,7 @@ if [ "$CRYO_SESSION" = 1 ]; then ` + wakeAt(10) + `; else echo "[CRYO:WAKE +1h]"
 			c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\nfallback_after = \"30s\"\n", agent, nil)
 			c.start(0)
 			tc.event(t, m)
-			waitFor(t, 60*time.Second, "session 2", func() bool { return c.file("runs.txt") == "ran 1\nran 2\n" })
+			fixture.WaitFor(t, 60*time.Second, "session 2", func() bool { return c.file("runs.txt") == "ran 1\nran 2\n" })
 			m.WaitIdle(t, 30*time.Second, timer.ID(c.dir)+"-*")
 			if s := c.status(); s.Phase != "armed" || s.Session != 2 {
 				t.Errorf("after session 2: %+v", s)
@@ -928,6 +790,7 @@ if [ "$CRYO_SESSION" = 1 ]; then ` + wakeAt(10) + `; else echo "[CRYO:WAKE +1h]"
 // TestSilent2_16LingeringOff: with lingering off, the user's timers stop at logout; start,
 // status and validate say so before the plan silently stops (issue 23, item 16, in part).
 func TestSilent2_16LingeringOff(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n", okAgent, nil)
 	if out := c.start(0); !strings.Contains(out, "lingering is off") {
@@ -946,18 +809,19 @@ func TestSilent2_16LingeringOff(t *testing.T) {
 // every message is claimed by a session within minutes, not at the next WAKE an hour later
 // (issue 23, item 16, in part).
 func TestSilent2_16ThousandMessageBurst(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\n", okAgent, nil)
 	c.start(0)
 	now := time.Now().UTC()
 	for i := 0; i < 1000; i++ {
-		if _, err := mailWrite(c.dir, message.InboxDir, &message.Message{From: "alice", Time: now.Add(time.Duration(i) * time.Microsecond), Body: fmt.Sprintf("message %d\n", i)}); err != nil {
+		if _, err := fixture.MailWrite(c.dir, message.InboxDir, &message.Message{From: "alice", Time: now.Add(time.Duration(i) * time.Microsecond), Body: fmt.Sprintf("message %d\n", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	deadline := time.Now().Add(180 * time.Second)
 	for {
-		names, _ := mailNames(c.dir, message.InboxDir)
+		names, _ := fixture.MailNames(c.dir, message.InboxDir)
 		if len(names) == 0 {
 			break
 		}

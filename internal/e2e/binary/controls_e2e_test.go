@@ -1,4 +1,4 @@
-package main
+package binary
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/chamber"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
@@ -29,19 +30,6 @@ echo "[CRYO:EXIT 0] session $CRYO_SESSION"
 echo "[CRYO:WAKE +1h]"
 `
 
-// activeTimers lists the cryo timers the manager has loaded and active.
-func activeTimers(t *testing.T, m *systemdtest.Manager, id string) []string {
-	t.Helper()
-	out := m.Systemctl(t, "list-timers", "--all", "--no-legend", "--plain", id+"-*")
-	var names []string
-	for _, f := range strings.Fields(out) {
-		if strings.HasPrefix(f, id) && strings.HasSuffix(f, ".timer") {
-			names = append(names, f)
-		}
-	}
-	return names
-}
-
 func statusJSON(t *testing.T, env []string, dir string) chamber.StatusInfo {
 	t.Helper()
 	code, out := bin(t, env, dir, "status", "--dir", dir, "--json")
@@ -55,53 +43,33 @@ func statusJSON(t *testing.T, env []string, dir string) chamber.StatusInfo {
 	return s
 }
 
-func must0(t *testing.T, env []string, dir string, args ...string) string {
-	t.Helper()
-	code, out := bin(t, env, dir, args...)
-	if code != 0 {
-		t.Fatalf("%s: exit %d\n%s", strings.Join(args, " "), code, out)
-	}
-	return out
-}
-
-func writeFiles(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for name, data := range files {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestPauseKeepsTheSchedule: pause removes every timer but keeps the plan's wake and a TODO;
 // both fall due during the pause and nothing runs; resume runs what was missed once, with a
 // prompt that says what was missed, and the schedule goes on. start on a paused chamber says
 // to resume. cancel then start never duplicates a pending TODO.
 func TestPauseKeepsTheSchedule(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := filepath.Join(t.TempDir(), "garden")
-	writeFiles(t, dir, map[string]string{
+	fixture.WriteFiles(t, dir, map[string]string{
 		"plan.md":   "water the garden\n",
 		"cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\nmin_interval = \"1s\"\n",
 		"agent.sh":  controlsAgent,
 		// Session 1: the plan's wake in 12 s and a TODO in 8 s.
 		"markers-1.txt": "[CRYO:EXIT 0] scheduled\n[CRYO:TODO +8s \"water the ferns\"]\n[CRYO:WAKE +12s]\n",
 	})
-	env := managerEnv(m)
+	env := fixture.Env(m)
 	id := timer.ID(dir)
-	must0(t, env, dir, "start", filepath.Join(dir, "plan.md"))
-	if n := len(activeTimers(t, m, id)); n != 2 {
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	if n := len(fixture.Timers(t, m, id+"-*", true)); n != 2 {
 		t.Fatalf("after start: %d timers, want 2 (wake, dead-man)", n)
 	}
 
-	out := must0(t, env, dir, "pause", "--dir", dir)
+	out := fixture.Must(t, 0, env, dir, "pause", "--dir", dir)
 	if !strings.Contains(out, "paused "+dir+" until `cryochamber resume`; the schedule is kept") {
 		t.Errorf("pause said:\n%s", out)
 	}
-	if got := activeTimers(t, m, id); len(got) != 0 {
+	if got := fixture.Timers(t, m, id+"-*", true); len(got) != 0 {
 		t.Fatalf("timers after pause: %v", got)
 	}
 	s := statusJSON(t, env, dir)
@@ -128,7 +96,7 @@ func TestPauseKeepsTheSchedule(t *testing.T) {
 		t.Fatalf("%d sessions ran during the pause, want 1 (session 1 before it)", got)
 	}
 
-	out = must0(t, env, dir, "resume", "--dir", dir)
+	out = fixture.Must(t, 0, env, dir, "resume", "--dir", dir)
 	if !strings.Contains(out, "missed during the pause, and run now: the plan's wake due") || !strings.Contains(out, `the TODO "water the ferns" due`) {
 		t.Errorf("resume said:\n%s", out)
 	}
@@ -142,19 +110,19 @@ func TestPauseKeepsTheSchedule(t *testing.T) {
 	if got := countLines(t, filepath.Join(dir, "runs.txt"), "ran"); got != 2 {
 		t.Errorf("%d sessions after the resume, want 2: what was missed runs once", got)
 	}
-	if n := len(activeTimers(t, m, id)); n != 2 {
+	if n := len(fixture.Timers(t, m, id+"-*", true)); n != 2 {
 		t.Errorf("after the resume: %d timers, want 2", n)
 	}
 
 	// cancel, then start: session 3 schedules the same TODO session 1 had (a plan that
 	// restarts repeats itself); it is not added twice.
-	writeFiles(t, dir, map[string]string{
+	fixture.WriteFiles(t, dir, map[string]string{
 		"markers-3.txt": "[CRYO:EXIT 0] again\n[CRYO:TODO 2099-01-01T09:00Z \"renew the domain\"]\n[CRYO:WAKE +1h]\n",
 		"markers-4.txt": "[CRYO:EXIT 0] again\n[CRYO:TODO 2099-01-01T09:00Z \"renew the domain\"]\n[CRYO:WAKE +1h]\n",
 	})
-	must0(t, env, dir, "wake", "--dir", dir, "--now")
-	must0(t, env, dir, "cancel", "--dir", dir)
-	must0(t, env, dir, "start", filepath.Join(dir, "plan.md"))
+	fixture.Must(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	n := 0
 	for _, u := range statusJSON(t, env, dir).Upcoming {
 		if u.Kind == "todo" && u.What == "renew the domain" {
@@ -164,14 +132,14 @@ func TestPauseKeepsTheSchedule(t *testing.T) {
 	if n != 1 {
 		t.Errorf("the TODO is pending %d times after cancel and start, want once", n)
 	}
-	must0(t, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 }
 
 // waitPhase polls the state until phase at session n or later.
 func waitPhase(t *testing.T, m *systemdtest.Manager, dir string, phase chamber.Phase, n int, timeout time.Duration) {
 	t.Helper()
 	m.WaitFor(t, timeout, fmt.Sprintf("phase %s at session %d", phase, n), func() bool {
-		st, err := stateOf(m, dir)
+		st, err := fixture.State(m, dir)
 		return err == nil && st.Phase == phase && st.Session >= n
 	})
 }
@@ -179,22 +147,23 @@ func waitPhase(t *testing.T, m *systemdtest.Manager, dir string, phase chamber.P
 // TestPauseUntilResumesByItself: pause --until arms one timer; when it fires, the chamber
 // resumes by itself and runs what fell due meanwhile.
 func TestPauseUntilResumesByItself(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := filepath.Join(t.TempDir(), "trip")
-	writeFiles(t, dir, map[string]string{
+	fixture.WriteFiles(t, dir, map[string]string{
 		"plan.md":       "x\n",
 		"cryo.toml":     "agent = \"./agent.sh\"\nwatch_inbox = false\nmin_interval = \"1s\"\n",
 		"agent.sh":      controlsAgent,
 		"markers-1.txt": "[CRYO:EXIT 0] soon\n[CRYO:WAKE +3s]\n",
 	})
-	env := managerEnv(m)
+	env := fixture.Env(m)
 	id := timer.ID(dir)
-	must0(t, env, dir, "start", filepath.Join(dir, "plan.md"))
-	out := must0(t, env, dir, "pause", "--dir", dir, "--until", "+8s")
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	out := fixture.Must(t, 0, env, dir, "pause", "--dir", dir, "--until", "+8s")
 	if !strings.Contains(out, "paused "+dir+" until ") {
 		t.Errorf("pause --until said:\n%s", out)
 	}
-	if got := activeTimers(t, m, id); len(got) != 1 || !strings.HasSuffix(got[0], "-wake.timer") {
+	if got := fixture.Timers(t, m, id+"-*", true); len(got) != 1 || !strings.HasSuffix(got[0], "-wake.timer") {
 		t.Fatalf("timers while paused until: %v, want the one wake timer that ends the pause", got)
 	}
 	s := statusJSON(t, env, dir)
@@ -210,22 +179,23 @@ func TestPauseUntilResumesByItself(t *testing.T) {
 	if s := statusJSON(t, env, dir); s.Paused != nil || s.State != "armed" {
 		t.Errorf("after the pause ended: state %q paused %v", s.State, s.Paused)
 	}
-	must0(t, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 }
 
 // TestWakeAtAndUpcoming: status lists every upcoming wake, a TODO before the plan's WAKE
 // included, in one format; wake --at moves the plan's wake, read back from the OS.
 func TestWakeAtAndUpcoming(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := filepath.Join(t.TempDir(), "book")
-	writeFiles(t, dir, map[string]string{
+	fixture.WriteFiles(t, dir, map[string]string{
 		"plan.md":       "x\n",
 		"cryo.toml":     "agent = \"./agent.sh\"\ntimezone = \"UTC\"\n",
 		"agent.sh":      controlsAgent,
 		"markers-1.txt": "[CRYO:EXIT 0] scheduled\n[CRYO:TODO +2h \"check the proofs\"]\n[CRYO:WAKE +1d]\n",
 	})
-	env := managerEnv(m)
-	must0(t, env, dir, "start", filepath.Join(dir, "plan.md"))
+	env := fixture.Env(m)
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	s := statusJSON(t, env, dir)
 	var kinds []string
 	for _, u := range s.Upcoming {
@@ -246,7 +216,7 @@ func TestWakeAtAndUpcoming(t *testing.T) {
 	}
 
 	at := time.Now().UTC().Add(3 * time.Hour).Truncate(time.Second)
-	out = must0(t, env, dir, "wake", "--dir", dir, "--at", at.Format("2006-01-02T15:04:05Z"))
+	out = fixture.Must(t, 0, env, dir, "wake", "--dir", dir, "--at", at.Format("2006-01-02T15:04:05Z"))
 	if !strings.Contains(out, "the plan's next wake is now "+at.Format(time.RFC3339)) || !strings.Contains(out, "something comes before it: todo") {
 		t.Errorf("wake --at said:\n%s", out)
 	}
@@ -268,16 +238,17 @@ func TestWakeAtAndUpcoming(t *testing.T) {
 	if code != 2 || !strings.Contains(out, "is in the past by more than late_grace") {
 		t.Errorf("wake --at in the past: exit %d\n%s", code, out)
 	}
-	must0(t, env, dir, "validate", "--dir", dir)
-	must0(t, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "validate", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 }
 
 // TestValidateAgreesWithTheNextWake: after each edit, validate's verdict is what the next wake
 // does: a cryo.toml edit is not in force (validate passes, warns, and the wake runs); a changed
 // program inside the chamber fails step 3, and the wake refuses.
 func TestValidateAgreesWithTheNextWake(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
-	env := managerEnv(m)
+	env := fixture.Env(m)
 	for _, tc := range []struct {
 		name     string
 		edit     func(dir string)
@@ -286,17 +257,17 @@ func TestValidateAgreesWithTheNextWake(t *testing.T) {
 		says     string // in validate's output
 	}{
 		{"cryo.toml agent edited", func(dir string) {
-			writeFiles(t, dir, map[string]string{"cryo.toml": "agent = \"./other.sh\"\n"})
+			fixture.WriteFiles(t, dir, map[string]string{"cryo.toml": "agent = \"./other.sh\"\n"})
 		}, 0, 0, "cryo.toml was edited since it was accepted (agent)"},
 		{"agent.sh rewritten", func(dir string) {
-			writeFiles(t, dir, map[string]string{"agent.sh": "#!/bin/sh\necho '[CRYO:EXIT 0] changed'\n"})
+			fixture.WriteFiles(t, dir, map[string]string{"agent.sh": "#!/bin/sh\necho '[CRYO:EXIT 0] changed'\n"})
 		}, 1, 1, "agent.sh changed since the chamber was started or reloaded"},
 		{"nothing", func(string) {}, 0, 0, "ok: may hibernate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "c")
-			writeFiles(t, dir, map[string]string{"plan.md": "x\n", "cryo.toml": "agent = \"./agent.sh\"\n", "agent.sh": controlsAgent, "other.sh": controlsAgent})
-			must0(t, env, dir, "start", filepath.Join(dir, "plan.md"))
+			fixture.WriteFiles(t, dir, map[string]string{"plan.md": "x\n", "cryo.toml": "agent = \"./agent.sh\"\n", "agent.sh": controlsAgent, "other.sh": controlsAgent})
+			fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 			tc.edit(dir)
 			code, out := bin(t, env, dir, "validate", "--dir", dir)
 			if code != tc.validate || !strings.Contains(out, tc.says) {
@@ -315,19 +286,20 @@ func TestValidateAgreesWithTheNextWake(t *testing.T) {
 // how it ended, what it answered, what it scheduled; --since narrows it; JSON field names are
 // status's.
 func TestHistory(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := filepath.Join(t.TempDir(), "h")
-	writeFiles(t, dir, map[string]string{
+	fixture.WriteFiles(t, dir, map[string]string{
 		"plan.md":       "x\n",
 		"cryo.toml":     "agent = \"./agent.sh\"\nwatch_inbox = false\n",
 		"agent.sh":      controlsAgent,
 		"markers-2.txt": "[CRYO:EXIT 1] half done\n[CRYO:REPLY \"on it\"]\n[CRYO:TODO +1d \"finish\"]\n[CRYO:WAKE +1h]\n",
 		"markers-3.txt": "no markers at all\n",
 	})
-	env := managerEnv(m)
-	must0(t, env, dir, "start", filepath.Join(dir, "plan.md"))
-	must0(t, env, dir, "send", "--dir", dir, "how is it going?")
-	must0(t, env, dir, "wake", "--dir", dir, "--now")
+	env := fixture.Env(m)
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	fixture.Must(t, 0, env, dir, "send", "--dir", dir, "how is it going?")
+	fixture.Must(t, 0, env, dir, "wake", "--dir", dir, "--now")
 	bin(t, env, dir, "wake", "--dir", dir, "--now") // session 3 fails: a retry is armed
 	code, out := bin(t, env, dir, "history", "--dir", dir, "--json")
 	if code != 0 {
@@ -386,17 +358,18 @@ func TestHistory(t *testing.T) {
 	if code != 2 || !strings.Contains(text, "cryochamber: --last 0 is not a number of sessions\nhint: give --last 1 or more, or --all") {
 		t.Errorf("history --last 0: exit %d\n%s", code, text)
 	}
-	must0(t, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 }
 
 // TestCommandLineConventions: flags are accepted anywhere on the line, help works, usage
 // errors name the command once, init refuses two directories, and start refuses plan.md while
 // it is still init's template.
 func TestCommandLineConventions(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
-	env := managerEnv(m)
+	env := fixture.Env(m)
 	dir := filepath.Join(t.TempDir(), "conv")
-	out := must0(t, env, "/", "init", dir)
+	out := fixture.Must(t, 0, env, "/", "init", dir)
 	if !strings.Contains(out, `The agent is "opencode" unless cryo.toml says otherwise`) {
 		t.Errorf("init does not say how to choose the agent:\n%s", out)
 	}
@@ -404,17 +377,17 @@ func TestCommandLineConventions(t *testing.T) {
 	if code != 2 || !strings.Contains(out, "is still the template that `cryochamber init` wrote") || !strings.Contains(out, "--force") {
 		t.Errorf("start on the template: exit %d\n%s", code, out)
 	}
-	writeFiles(t, dir, map[string]string{"plan.md": "a real plan\n", "agent.sh": controlsAgent})
+	fixture.WriteFiles(t, dir, map[string]string{"plan.md": "a real plan\n", "agent.sh": controlsAgent})
 	// Flags after the argument, as the README shows them.
-	out = must0(t, env, "/", "start", filepath.Join(dir, "plan.md"), "--agent", "./agent.sh")
+	out = fixture.Must(t, 0, env, "/", "start", filepath.Join(dir, "plan.md"), "--agent", "./agent.sh")
 	if !strings.Contains(out, "session 1: EXIT 0") {
 		t.Errorf("start plan.md --agent:\n%s", out)
 	}
-	out = must0(t, env, "/", "send", "hello there", "--dir", dir, "--from", "ada")
+	out = fixture.Must(t, 0, env, "/", "send", "hello there", "--dir", dir, "--from", "ada")
 	if !strings.Contains(out, "sent ") {
 		t.Errorf("send TEXT --dir:\n%s", out)
 	}
-	out = must0(t, env, "/", "help")
+	out = fixture.Must(t, 0, env, "/", "help")
 	if !strings.Contains(out, "COMMANDS:") || !strings.Contains(out, "pause") || !strings.Contains(out, "history") {
 		t.Errorf("help:\n%s", out)
 	}
@@ -438,12 +411,12 @@ func TestCommandLineConventions(t *testing.T) {
 		t.Errorf("--backend cron: exit %d\n%s", code, out)
 	}
 	for _, shell := range []string{"bash", "zsh", "fish"} {
-		if out := must0(t, env, "/", "completion", shell); !strings.Contains(out, "cryochamber") {
+		if out := fixture.Must(t, 0, env, "/", "completion", shell); !strings.Contains(out, "cryochamber") {
 			t.Errorf("completion %s:\n%s", shell, out)
 		}
 	}
-	if out := must0(t, env, "/", "man"); !strings.Contains(out, ".TH") && !strings.Contains(out, ".nh") {
+	if out := fixture.Must(t, 0, env, "/", "man"); !strings.Contains(out, ".TH") && !strings.Contains(out, ".nh") {
 		t.Errorf("man:\n%.300s", out)
 	}
-	must0(t, env, "/", "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, "/", "cancel", "--dir", dir)
 }

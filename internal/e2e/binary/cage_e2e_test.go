@@ -1,4 +1,4 @@
-package main
+package binary
 
 // The attacks of issue 22 against the real CLIs, on a real user manager: code the agent plants
 // in its chamber for a CLI to load (an opencode plugin, a Claude Code hook) runs at the next
@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/internal/modelserver"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
@@ -70,17 +71,10 @@ func (m *plantModel) reply(r modelserver.Request) modelserver.Reply {
 // (1) opencode imports .opencode/plugin/*.js from its working directory at start-up. Session 1
 // writes one with its own write tool (the chamber is its to write); session 2 loads it.
 func TestCageOpencodePlugin(t *testing.T) {
-	cliDir := agentCLIDir(t, "opencode")
-	mgr := systemdtest.Start(t)
-	srv, err := modelserver.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	chamber := filepath.Join(t.TempDir(), "chamber")
-	writeFile(t, filepath.Join(chamber, "plan.md"), "Set up the project, then finish.\n")
+	t.Parallel()
+	cliDir, mgr, srv, chamber := agentRig(t, "opencode", "Set up the project, then finish.\n")
 	top, tableEnv := opencodeCase.setup(t, srv, chamber, mgr.Home)
-	writeFile(t, filepath.Join(chamber, "cryo.toml"), cryoTOML(opencodeCase, top, tableEnv, nil, nil))
+	fixture.WriteFile(t, filepath.Join(chamber, "cryo.toml"), cryoTOML(opencodeCase, top, tableEnv, nil, nil))
 	m := &plantModel{plant: call("write", map[string]string{
 		"filePath": filepath.Join(chamber, ".opencode", "plugin", "probe.js"), "content": probeJS(chamber)})}
 	srv.Script(m.reply)
@@ -111,28 +105,21 @@ func TestCageOpencodePlugin(t *testing.T) {
 // writes .claude/settings.json with a SessionStart hook and hands over to claude with a CMD; in
 // session 2 claude runs the hook.
 func TestCageClaudeHook(t *testing.T) {
-	cliDir := agentCLIDir(t, "claude")
-	mgr := systemdtest.Start(t)
-	srv, err := modelserver.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	chamber := filepath.Join(t.TempDir(), "chamber")
-	writeFile(t, filepath.Join(chamber, "plan.md"), "Prepare, then let claude finish.\n")
+	t.Parallel()
+	cliDir, mgr, srv, chamber := agentRig(t, "claude", "Prepare, then let claude finish.\n")
 	// The hook also writes a user-level hook into ~/.claude/settings.json, for the claude the
 	// user runs: it lands in this chamber's copy of ~/.claude, never in the user's.
 	hook := `ls -A "$HOME/.local/state/cryochamber" > hook-saw.txt 2>&1; (echo out > "$HOME/hook-escaped") 2>/dev/null; ` +
 		`(echo '{"hooks":{}}' > "$HOME/.claude/settings.json") 2>/dev/null; echo ran > hook-ran.txt`
 	settings := fmt.Sprintf(`{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":%q}]}]}}`, hook)
-	writeFile(t, filepath.Join(chamber, "agent.sh"), "#!/bin/sh\nmkdir -p .claude\ncat > .claude/settings.json <<'EOF'\n"+settings+"\nEOF\n"+
+	fixture.WriteFile(t, filepath.Join(chamber, "agent.sh"), "#!/bin/sh\nmkdir -p .claude\ncat > .claude/settings.json <<'EOF'\n"+settings+"\nEOF\n"+
 		"echo \"[CRYO:EXIT 0] planted\"\necho \"[CRYO:WAKE $(date -u -d '+8 sec' +%Y-%m-%dT%H:%M:%SZ)]\"\necho '[CRYO:CMD claude \"finish\"]'\n")
 	if err := os.Chmod(filepath.Join(chamber, "agent.sh"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	_, tableEnv := claudeCase.setup(t, srv, chamber, mgr.Home)
 	top := "agent = \"./agent.sh\"\nallowed_commands = [\"./agent.sh\", \"claude\"]\nagent_env = [\"ANTHROPIC_API_KEY\"]\nsession_timeout = \"2m\"\n"
-	writeFile(t, filepath.Join(chamber, "cryo.toml"), cryoTOML(claudeCase, top, tableEnv, nil, nil))
+	fixture.WriteFile(t, filepath.Join(chamber, "cryo.toml"), cryoTOML(claudeCase, top, tableEnv, nil, nil))
 	m := &plantModel{}
 	srv.Script(m.reply)
 	runCageE2E(t, mgr, srv, cliDir, chamber)
@@ -158,7 +145,7 @@ func TestCageClaudeHook(t *testing.T) {
 // runCageE2E starts the chamber (session 1) and waits for systemd's session 2 to complete it.
 func runCageE2E(t *testing.T, mgr *systemdtest.Manager, srv *modelserver.Server, cliDir, chamber string) {
 	t.Helper()
-	env := startEnv(mgr, cliDir)
+	env := startEnv(t, mgr, cliDir)
 	defer logOnFailure(t, srv, mgr, chamber)
 	out, errOut, code := runCryoE2E(t, env, mgr.Home, "start", filepath.Join(chamber, "plan.md"))
 	if code != 0 || !strings.Contains(out, "session 1: EXIT 0 planted") {

@@ -1,4 +1,4 @@
-package main
+package binary
 
 import (
 	"os"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
@@ -16,20 +17,17 @@ import (
 // claimed messages of every month that ended more than 35 days ago into a directory per
 // month. `receive` prints what is new in the live outbox; `receive --all` prints the months too.
 func TestMailboxRotatesByMonth(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := filepath.Join(t.TempDir(), "old")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for file, data := range map[string]string{
+	fixture.WriteFiles(t, dir, fixture.Files{
 		"plan.md":   "x\n",
 		"cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\nsummaries = \"off\"\n", // the live outbox then holds exactly what this test put there
 		"agent.sh":  "#!/bin/sh\necho \"[CRYO:EXIT 0] ok\"\necho \"[CRYO:WAKE +1h]\"\n",
-	} {
-		if err := os.WriteFile(filepath.Join(dir, file), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	now := time.Now().UTC()
 	monthOf := func(t time.Time) string { return t.Format("2006-01") }
 	old := now.AddDate(0, 0, -100)
@@ -37,7 +35,7 @@ func TestMailboxRotatesByMonth(t *testing.T) {
 	recent := now.AddDate(0, 0, -2)
 	put := func(sub string, at time.Time, id, body string) string {
 		t.Helper()
-		name, err := mailWrite(dir, sub, &message.Message{ID: at.Format("20060102T150405.000000000Z") + "-" + id, From: "x", Time: at, Kind: message.KindReply, Body: body})
+		name, err := fixture.MailWrite(dir, sub, &message.Message{ID: at.Format("20060102T150405.000000000Z") + "-" + id, From: "x", Time: at, Kind: message.KindReply, Body: body})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +47,7 @@ func TestMailboxRotatesByMonth(t *testing.T) {
 	oldClaimed := put(message.ArchiveDir, old, "alice-00000001", "an old question\n")
 	recentClaimed := put(message.ArchiveDir, recent, "alice-00000002", "a recent question\n")
 
-	env := managerEnv(m)
+	env := fixture.Env(m)
 	if code, out := bin(t, env, dir, "start", filepath.Join(dir, "plan.md")); code != 0 {
 		t.Fatalf("start: %d\n%s", code, out)
 	}
@@ -63,12 +61,12 @@ func TestMailboxRotatesByMonth(t *testing.T) {
 		{message.ArchiveDir, []string{recentClaimed}},
 		{message.ArchiveDir + "/" + monthOf(old), []string{oldClaimed}},
 	} {
-		got, err := mailNames(dir, c.sub)
+		got, err := fixture.MailNames(dir, c.sub)
 		if err != nil || !slices.Equal(got, c.want) {
 			t.Errorf("%s holds %q (%v), want %q", c.sub, got, err, c.want)
 		}
 	}
-	st, err := stateOf(m, dir)
+	st, err := fixture.State(m, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

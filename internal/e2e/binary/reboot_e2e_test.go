@@ -1,4 +1,4 @@
-package main
+package binary
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
@@ -18,6 +19,7 @@ import (
 // re-arms from the state what is not due yet: the plan's wake and its dead-man, the wake that
 // ends a pause, the retry of an alert that was not delivered. Nothing runs that was not due.
 func TestRebootRearmsFromState(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt
@@ -34,15 +36,11 @@ echo "[CRYO:WAKE +1h]"
 	if err := os.MkdirAll(alerting, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for file, data := range map[string]string{
+	fixture.WriteFiles(t, alerting, fixture.Files{
 		"plan.md":   "x\n",
 		"cryo.toml": "agent = \"./agent.sh\"\n\n[[fallback]]\naction = \"webhook\"\ntarget = \"http://127.0.0.1:1/refused\"\n",
 		"agent.sh":  strings.Replace(agent, "${CRYO_EXIT:-0}", "2", 1),
-	} {
-		if err := os.WriteFile(filepath.Join(alerting, file), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	if code, out := bin(t, env, alerting, "start", filepath.Join(alerting, "plan.md")); code != 0 {
 		t.Fatalf("start: %d\n%s", code, out)
 	}
@@ -57,7 +55,7 @@ echo "[CRYO:WAKE +1h]"
 		dir   string
 		kinds []timer.Kind
 	}{{armed, []timer.Kind{timer.Wake, timer.Fallback}}, {paused, []timer.Kind{timer.Wake}}, {alerting, []timer.Kind{timer.Wake, timer.Fallback, timer.Alert}}} {
-		st, err := stateOf(m, c.dir)
+		st, err := fixture.State(m, c.dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +66,7 @@ echo "[CRYO:WAKE +1h]"
 			}
 			dir, kind := c.dir, k
 			wants = append(wants, want{dir: dir, kind: kind, at: func() *time.Time {
-				st, err := stateOf(m, dir)
+				st, err := fixture.State(m, dir)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -76,8 +74,8 @@ echo "[CRYO:WAKE +1h]"
 			}})
 		}
 	}
-	if got := m.Systemctl(t, "list-timers", "--no-legend", "--plain", "cryo-*"); strings.Count(strings.TrimSpace(got), "\n")+1 != len(wants) {
-		t.Fatalf("before the reboot the manager holds:\n%s\nwant %d timers", got, len(wants))
+	if got := fixture.Timers(t, m, "cryo-*", false); len(got) != len(wants) {
+		t.Fatalf("before the reboot the manager holds %v, want %d timers", got, len(wants))
 	}
 
 	m.Restart(t)
@@ -90,7 +88,7 @@ echo "[CRYO:WAKE +1h]"
 	defer be.Close()
 	for _, w := range wants {
 		name := filepath.Base(w.dir) + " " + string(w.kind)
-		waitUntil(t, 30*time.Second, name+" timer re-armed by the boot unit", func() bool {
+		fixture.WaitFor(t, 30*time.Second, name+" timer re-armed by the boot unit", func() bool {
 			at := w.at()
 			next, ok, err := be.Next(ctx, timer.ID(w.dir), w.kind)
 			return err == nil && ok && at != nil && next.Equal(*at)

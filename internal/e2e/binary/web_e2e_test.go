@@ -1,11 +1,10 @@
-package main
+package binary
 
 // End-to-end tests of `cryochamber web`: the installed, socket-activated dashboard against a
 // private systemd user manager (the manager listens, starts the server at the first request,
 // and the server exits when idle), and the foreground server.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,52 +14,31 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cryochamber/cryochamber/chamber"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
+	"github.com/cryochamber/cryochamber/internal/mailtest"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 	"github.com/cryochamber/cryochamber/web"
 )
-
-// freePort finds a TCP port on 127.0.0.1 that nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 var urlLine = regexp.MustCompile(`(?m)^open: (http://\S+/\?token=([0-9a-f]{64}))$`)
 
 // webChamber makes and starts a chamber whose agent runs script.
 func webChamber(t *testing.T, env []string, dir, script string, toml string) {
 	t.Helper()
-	for name, data := range map[string]string{
+	fixture.WriteFiles(t, dir, fixture.Files{
 		"plan.md":   "Answer the messages.\n",
 		"cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\n" + toml,
 		"agent.sh":  script,
-	} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if code, out := bin(t, env, dir, "start", filepath.Join(dir, "plan.md")); code != 0 {
-		t.Fatalf("start %s: exit %d\n%s", dir, code, out)
-	}
+	})
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 }
 
 // get asks the dashboard for path with the token in the header, over client.
@@ -94,11 +72,12 @@ func unixClient(path string) *http.Client {
 // server at the first request, the server exits after --idle, and the next request starts it
 // again; ps never takes its units for a chamber's; --uninstall removes everything.
 func TestWebInstall(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
-	env := managerEnv(m)
+	env := fixture.Env(m)
 	dir := filepath.Join(t.TempDir(), "garden")
 	webChamber(t, env, dir, "#!/bin/sh\necho '[CRYO:EXIT 0] tended'\necho '[CRYO:WAKE +1h]'\n", "")
-	port := freePort(t)
+	port := mailtest.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	sock := filepath.Join(m.RuntimeDir, "cryo web 100% é", "web.sock")
 	active := func(unit string) string {
@@ -219,101 +198,49 @@ func TestWebInstall(t *testing.T) {
 
 // webProcess is `cryochamber web` running in the foreground.
 type webProcess struct {
-	cmd  *exec.Cmd
-	url  string
-	mu   sync.Mutex
-	out  strings.Builder
-	done chan struct{} // closed when the process has been waited for
-	err  error         // its Wait error, once done
+	*fixture.Process
+	url string
 }
 
 // startWeb runs `cryochamber web ARGS` and waits for the URL it prints. The test ends it.
 func startWeb(t *testing.T, env []string, args ...string) *webProcess {
 	t.Helper()
-	cmd := exec.Command(binPath, append([]string{"web"}, args...)...)
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &webProcess{cmd: cmd, done: make(chan struct{})}
-	cmd.Stderr = writerFunc(func(b []byte) (int, error) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.out.Write(b)
-	})
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	urlc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			l := sc.Text()
-			p.mu.Lock()
-			p.out.WriteString(l + "\n")
-			p.mu.Unlock()
-			if m := urlLine.FindStringSubmatch(l); m != nil {
-				urlc <- m[1]
-			}
+	p := &webProcess{Process: fixture.Cmd{Env: env}.Start(t, append([]string{"web"}, args...)...)}
+	fixture.WaitFor(t, 30*time.Second, "cryochamber web to print its URL", func() bool {
+		if m := urlLine.FindStringSubmatch(p.Output()); m != nil {
+			p.url = m[1]
+			return true
 		}
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
 		select {
-		case <-p.done:
+		case <-p.Done():
+			t.Fatalf("cryochamber web exited before printing its URL:\n%s", p.Output())
 		default:
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
 		}
+		return false
 	})
-	select {
-	case p.url = <-urlc:
-	case <-p.done:
-		t.Fatalf("cryochamber web exited (%v) before printing its URL:\n%s", p.err, p.output())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("cryochamber web printed no URL within 30s:\n%s", p.output())
-	}
 	return p
-}
-
-func (p *webProcess) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
 }
 
 // interrupt sends Ctrl-C and waits for the exit every command makes when interrupted (130).
 func (p *webProcess) interrupt(t *testing.T) {
 	t.Helper()
-	_ = p.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-p.done:
-		var ee *exec.ExitError
-		if !errors.As(p.err, &ee) || ee.ExitCode() != exitInterrupted || !strings.HasSuffix(p.output(), "cryochamber: interrupted\n") {
-			t.Errorf("cryochamber web after Ctrl-C: %v\n%s", p.err, p.output())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("cryochamber web did not stop within 30s of Ctrl-C:\n%s", p.output())
+	_ = p.Signal(os.Interrupt)
+	if r := p.Wait(t, 30*time.Second); r.Code != fixture.ExitInterrupted || !strings.HasSuffix(r.Output, "cryochamber: interrupted\n") {
+		t.Errorf("cryochamber web after Ctrl-C: exit %d\n%s", r.Code, r.Output)
 	}
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 // TestWebForeground: the foreground server prints a URL whose token opens the pages, keeps
 // its token across runs, refuses a port that is taken, and ends cleanly with Ctrl-C.
 func TestWebForeground(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
-	env := managerEnv(m)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	env := fixture.Env(m)
+	addr := fmt.Sprintf("127.0.0.1:%d", mailtest.FreePort(t))
 	p := startWeb(t, env, "--listen", addr)
 	sock := filepath.Join(m.RuntimeDir, "cryochamber", "web.sock")
-	if !strings.Contains(p.output(), "unix "+sock) {
-		t.Errorf("no Unix socket at %s:\n%s", sock, p.output())
+	if !strings.Contains(p.Output(), "unix "+sock) {
+		t.Errorf("no Unix socket at %s:\n%s", sock, p.Output())
 	}
 	jar, _ := cookiejar.New(nil)
 	client := &http.Client{Jar: jar, Timeout: 30 * time.Second}
@@ -335,7 +262,7 @@ func TestWebForeground(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "cannot listen on "+addr) || !strings.Contains(out, "hint: is the dashboard running already") {
 		t.Errorf("a second server on the port: exit %d\n%s", code, out)
 	}
-	other := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	other := fmt.Sprintf("127.0.0.1:%d", mailtest.FreePort(t))
 	code, out = bin(t, env, m.Home, "web", "--listen", other)
 	if code != 1 || !strings.Contains(out, "another dashboard answers on "+sock) {
 		t.Errorf("a second server on the socket: exit %d\n%s", code, out)

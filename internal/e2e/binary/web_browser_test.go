@@ -1,4 +1,4 @@
-package main
+package binary
 
 // The dashboard in a real browser: headless Chromium (Debian's chromium package; .ci/run
 // installs it) driven with chromedp, against `cryochamber web` and two chambers armed in a
@@ -24,6 +24,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/cryochamber/cryochamber/chamber"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
+	"github.com/cryochamber/cryochamber/internal/mailtest"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
@@ -79,16 +81,17 @@ echo "[CRYO:WAKE +2h]"
 // runs nothing. It saves a screenshot of the overview and of a chamber page (-screenshots: into
 // docs/).
 func TestWebBrowser(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Skipf("%s is missing (apt-get install chromium; .ci/run installs it): %v", chromiumPath, err)
 	}
 	m := systemdtest.Start(t)
-	env := managerEnv(m)
+	env := fixture.Env(m)
 	root := t.TempDir()
 	news, untrusted := filepath.Join(root, "release-watch"), filepath.Join(root, "untrusted-input")
 	webChamber(t, env, news, newsAgent, "")
 	webChamber(t, env, untrusted, untrustedAgent, "")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", mailtest.FreePort(t))
 	srv := startWeb(t, env, "--listen", addr, "--socket", "off")
 	base := "http://" + addr
 
@@ -123,8 +126,8 @@ func TestWebBrowser(t *testing.T) {
 	}()
 	defer func() {
 		if t.Failed() {
-			t.Logf("cryochamber web output:\n%s", srv.output())
-			t.Logf("manager journal (tail):\n%s", tail(m.Journal(t), 6000))
+			t.Logf("cryochamber web output:\n%s", srv.Output())
+			t.Logf("manager journal (tail):\n%s", fixture.Tail(m.Journal(t), 6000))
 		}
 	}()
 
@@ -178,7 +181,7 @@ func TestWebBrowser(t *testing.T) {
 		}
 		dir := t.TempDir()
 		if *screenshots {
-			dir = "docs"
+			dir = filepath.Join(fixture.Repo(t), "docs")
 		}
 		if err := os.WriteFile(filepath.Join(dir, name), buf, 0o644); err != nil {
 			t.Fatal(err)

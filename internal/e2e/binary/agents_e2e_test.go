@@ -1,4 +1,4 @@
-package main
+package binary
 
 // End-to-end tests with the real agent CLIs: Claude Code, Codex CLI and opencode, each talking
 // to a scripted model server on 127.0.0.1 (internal/modelserver), each driven by the built
@@ -17,7 +17,6 @@ package main
 // CRYO_REQUIRE_E2E=1 (CI) both are failures (internal/e2e).
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,11 +29,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cryochamber/cryochamber/internal/e2e"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/internal/modelserver"
 	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
@@ -144,7 +143,7 @@ enabled = false
 				t.Fatalf("a codex home outside $TMPDIR and /tmp: %v", err)
 			}
 			t.Cleanup(func() { os.RemoveAll(codexHome) })
-			writeFile(t, filepath.Join(codexHome, "config.toml"), cfg)
+			fixture.WriteFile(t, filepath.Join(codexHome, "config.toml"), cfg)
 			return `agent = "codex"
 agent_env = ["OPENAI_API_KEY"]
 session_timeout = "2m"
@@ -173,7 +172,7 @@ session_timeout = "2m"
 			if err != nil {
 				t.Fatal(err)
 			}
-			writeFile(t, filepath.Join(chamber, "opencode.json"), string(data))
+			fixture.WriteFile(t, filepath.Join(chamber, "opencode.json"), string(data))
 			// Its background plugin install asks the npm registry: point it at the model
 			// server, which answers 404 at once (and records it).
 			return `agent = "opencode"
@@ -296,18 +295,9 @@ func (m *scripted) reply(r modelserver.Request) modelserver.Reply {
 }
 
 func runAgentE2E(t *testing.T, c agentCase) {
-	cliDir := agentCLIDir(t, c.preset)
-	mgr := systemdtest.Start(t)
-	srv, err := modelserver.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-
-	chamber := filepath.Join(t.TempDir(), "chamber")
-	writeFile(t, filepath.Join(chamber, "plan.md"), "Check the build of PR #41, then finish.\n")
+	cliDir, mgr, srv, chamber := agentRig(t, c.preset, "Check the build of PR #41, then finish.\n")
 	top, tableEnv := c.setup(t, srv, chamber, mgr.Home)
-	writeFile(t, filepath.Join(chamber, "cryo.toml"), cryoTOML(c, top, tableEnv, nil, nil))
+	fixture.WriteFile(t, filepath.Join(chamber, "cryo.toml"), cryoTOML(c, top, tableEnv, nil, nil))
 	m := &scripted{preset: c.preset, promptFile: filepath.Join(chamber, ".cryo", "prompt.md"),
 		prompts: map[int]string{}, session: map[int]int{}}
 	srv.Script(m.reply)
@@ -315,7 +305,7 @@ func runAgentE2E(t *testing.T, c agentCase) {
 	// About 300 KB of inbox for the first prompt. The bodies carry markers: Codex echoes the
 	// prompt to stderr, and none of them may count.
 	for i := 1; i <= e2eBigMessages; i++ {
-		_, err := mailWrite(chamber, message.InboxDir, &message.Message{
+		_, err := fixture.MailWrite(chamber, message.InboxDir, &message.Message{
 			From: "e2e", Subject: fmt.Sprintf("bulk %d", i), Time: time.Now().UTC(), Kind: message.KindMessage,
 			Body: bigBody(i, e2eBigBody),
 		})
@@ -324,7 +314,7 @@ func runAgentE2E(t *testing.T, c agentCase) {
 		}
 	}
 
-	env := startEnv(mgr, cliDir)
+	env := startEnv(t, mgr, cliDir)
 	defer logOnFailure(t, srv, mgr, chamber)
 
 	began := time.Now()
@@ -475,11 +465,11 @@ func runAgentE2E(t *testing.T, c agentCase) {
 	}
 
 	// Nothing is left armed.
-	if ents, _ := os.ReadDir(mgr.UnitDir); len(unitNames(ents)) != 0 {
-		t.Errorf("unit files left: %v", unitNames(ents))
+	if units := fixture.UnitFiles(t, mgr, "cryo-"); len(units) != 0 {
+		t.Errorf("unit files left: %v", units)
 	}
-	if timers := mgr.Systemctl(t, "list-timers", "--all", "--no-legend", "--plain", "cryo-*"); strings.Contains(timers, "cryo-") {
-		t.Errorf("timers left:\n%s", timers)
+	if timers := fixture.Timers(t, mgr, "cryo-*", true); len(timers) != 0 {
+		t.Errorf("timers left: %v", timers)
 	}
 	st, _, _ = runCryoE2E(t, env, mgr.Home, "status", "--dir", chamber)
 	if !regexp.MustCompile(`state: +complete \(session 2\)`).MatchString(st) {
@@ -491,16 +481,10 @@ func runAgentE2E(t *testing.T, c agentCase) {
 // binary and the CLI (node for codex's launcher comes from the rest of PATH), and the API key
 // that agent_env captures for the timer's sessions. Like a user in a shell, it runs from
 // another directory (HOME), with PWD saying so: the agent must still work in the chamber.
-func startEnv(mgr *systemdtest.Manager, cliDir string) []string {
-	env := []string{"TZ=UTC", "LANG=C.UTF-8", "PWD=" + mgr.Home,
-		"PATH=" + binDir + ":" + cliDir + ":" + os.Getenv("PATH"),
-		"ANTHROPIC_API_KEY=" + e2eAPIKey, "OPENAI_API_KEY=" + e2eAPIKey, "CRYO_E2E_API_KEY=" + e2eAPIKey}
-	for _, kv := range mgr.Env() {
-		if !strings.HasPrefix(kv, "PATH=") {
-			env = append(env, kv)
-		}
-	}
-	return env
+func startEnv(t *testing.T, mgr *systemdtest.Manager, cliDir string) []string {
+	return fixture.Env(mgr, "PWD="+mgr.Home,
+		"PATH="+fixture.BinDir()+":"+cliDir+":"+os.Getenv("PATH"),
+		"ANTHROPIC_API_KEY="+e2eAPIKey, "OPENAI_API_KEY="+e2eAPIKey, "CRYO_E2E_API_KEY="+e2eAPIKey)
 }
 
 // logOnFailure logs, if the test failed, what the model server saw, the chamber's log and the
@@ -515,8 +499,8 @@ func logOnFailure(t *testing.T, srv *modelserver.Server, mgr *systemdtest.Manage
 	}
 	t.Logf("requests the model server saw: %v", seen)
 	log, _ := os.ReadFile(filepath.Join(chamber, "cryo.log"))
-	t.Logf("cryo.log (tail):\n%s", tail(string(log), 8000))
-	t.Logf("manager journal (tail):\n%s", tail(mgr.Journal(t), 6000))
+	t.Logf("cryo.log (tail):\n%s", fixture.Tail(string(log), 8000))
+	t.Logf("manager journal (tail):\n%s", fixture.Tail(mgr.Journal(t), 6000))
 }
 
 // bigBody is one bulk message: varied lines (non-ASCII, shell and JSON metacharacters, tabs)
@@ -585,54 +569,12 @@ func describe(reqs []modelserver.Request) []string {
 	return out
 }
 
-func unitNames(ents []os.DirEntry) []string {
-	var out []string
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), "cryo-") && !e.IsDir() {
-			out = append(out, e.Name())
-		}
-	}
-	return out
-}
-
-func writeFile(t *testing.T, p, data string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // runCryoE2E runs the cryochamber binary in dir with exactly env, bounded in time; on the
 // bound the whole process group is killed and the test fails.
 func runCryoE2E(t *testing.T, env []string, dir string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(binPath, args...)
-	cmd.Dir, cmd.Env = dir, env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("cryochamber %s: %v", strings.Join(args, " "), err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(e2eCommandTimeout):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		t.Fatalf("cryochamber %s did not finish within %s\n[stdout]\n%s[stderr]\n%s", strings.Join(args, " "), e2eCommandTimeout, out.String(), errb.String())
-	}
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("cryochamber %s: %v", strings.Join(args, " "), err)
-	}
-	return out.String(), errb.String(), code
+	r := fixture.Cmd{Env: env, Dir: dir, Limit: e2eCommandTimeout}.Run(t, args...)
+	return r.Stdout, r.Stderr, r.Code
 }
 
 // waitPhaseE2E polls timer.json until it reaches phase at session or later.
@@ -777,7 +719,7 @@ func TestAgentOutsideOpencode(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg["agent"] = map[string]any{"build": map[string]any{"permission": map[string]any{"external_directory": "allow"}}}
-			writeFile(t, filepath.Join(chamber, "opencode.json"), string(mustMarshal(t, cfg)))
+			fixture.WriteFile(t, filepath.Join(chamber, "opencode.json"), string(mustMarshal(t, cfg)))
 			return map[string]string{"OPENCODE_PERMISSION": `{"external_directory":{"*":"deny","` + work + `/*":"allow"}}`}
 		}, read: true, write: true, readPrivate: true},
 		// Narrowing holds with the project config off and the provider's config in a file
@@ -787,7 +729,7 @@ func TestAgentOutsideOpencode(t *testing.T) {
 			if err := os.Rename(filepath.Join(chamber, "opencode.json"), provider); err != nil {
 				t.Fatal(err)
 			}
-			writeFile(t, filepath.Join(chamber, "opencode.json"), `{"agent":{"build":{"permission":{"external_directory":"allow"}}}}`)
+			fixture.WriteFile(t, filepath.Join(chamber, "opencode.json"), `{"agent":{"build":{"permission":{"external_directory":"allow"}}}}`)
 			return map[string]string{
 				"OPENCODE_CONFIG":                 provider,
 				"OPENCODE_DISABLE_PROJECT_CONFIG": "1",
@@ -833,7 +775,7 @@ func (m *outsideModel) reply(r modelserver.Request) modelserver.Reply {
 func runOutsideE2E(t *testing.T, c agentCase, tools outsideTools, variants []outsideVariant) {
 	cliDir := agentCLIDir(t, c.preset)
 	mgr := systemdtest.Start(t)
-	env := startEnv(mgr, cliDir)
+	env := startEnv(t, mgr, cliDir)
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			root, err := os.MkdirTemp("/var/tmp", "cryo-e2e-outside-")
@@ -845,9 +787,9 @@ func runOutsideE2E(t *testing.T, c agentCase, tools outsideTools, variants []out
 			work := filepath.Join(root, "src", "app")
 			readme, written := filepath.Join(work, "README.md"), filepath.Join(work, "from-agent.md")
 			secret := filepath.Join(root, "private", "secret.txt")
-			writeFile(t, readme, outsideWorkText)
-			writeFile(t, secret, outsidePrivateText)
-			writeFile(t, filepath.Join(chamber, "plan.md"), "Read "+readme+", leave a note beside it, then finish.\n")
+			fixture.WriteFile(t, readme, outsideWorkText)
+			fixture.WriteFile(t, secret, outsidePrivateText)
+			fixture.WriteFile(t, filepath.Join(chamber, "plan.md"), "Read "+readme+", leave a note beside it, then finish.\n")
 
 			srv, err := modelserver.Start()
 			if err != nil {
@@ -871,15 +813,11 @@ func runOutsideE2E(t *testing.T, c agentCase, tools outsideTools, variants []out
 			// the private file lie outside the chamber, under /var/tmp, a private scratch
 			// directory in the cage. So they run unconfined, as an operator with mode = "off"
 			// would; cage_e2e_test.go and testdata/script/sandbox.txtar test the cage.
-			writeFile(t, filepath.Join(chamber, "cryo.toml"), cryoTOML(c, top, tableEnv, args, extra)+"\n[sandbox]\nmode = \"off\"\n")
+			fixture.WriteFile(t, filepath.Join(chamber, "cryo.toml"), cryoTOML(c, top, tableEnv, args, extra)+"\n[sandbox]\nmode = \"off\"\n")
 			defer logOnFailure(t, srv, mgr, chamber)
 			// A failed session leaves timers and an inbox watcher, which the removal of the
 			// chamber would trigger: cancel first (cleanups run last registered first).
-			t.Cleanup(func() {
-				cmd := exec.Command(binPath, "cancel", "--dir", chamber)
-				cmd.Dir, cmd.Env = mgr.Home, env
-				_ = cmd.Run()
-			})
+			t.Cleanup(func() { fixture.Cmd{Env: env, Dir: mgr.Home}.Try("cancel", "--dir", chamber) })
 
 			out, errOut, code := runCryoE2E(t, env, mgr.Home, "start", filepath.Join(chamber, "plan.md"))
 			if code != 0 || !strings.Contains(out, "session 1: EXIT 0 worked outside the chamber") ||
@@ -952,4 +890,21 @@ func runOutsideE2E(t *testing.T, c agentCase, tools outsideTools, variants []out
 			}
 		})
 	}
+}
+
+// agentRig is what a trial of an agent CLI stands on: the CLI's directory (or a skip, through
+// internal/e2e), a user manager and a model server of its own (closed at the end), and a fresh
+// chamber directory holding plan.md.
+func agentRig(t *testing.T, preset, plan string) (cliDir string, mgr *systemdtest.Manager, srv *modelserver.Server, chamber string) {
+	t.Helper()
+	cliDir = agentCLIDir(t, preset)
+	mgr = systemdtest.Start(t)
+	srv, err := modelserver.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	chamber = filepath.Join(t.TempDir(), "chamber")
+	fixture.WriteFile(t, filepath.Join(chamber, "plan.md"), plan)
+	return cliDir, mgr, srv, chamber
 }

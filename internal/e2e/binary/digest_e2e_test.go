@@ -1,4 +1,4 @@
-package main
+package binary
 
 // Issue 26, digests: `digest = "daily HH:MM"` puts the chamber's time on the user's one digest
 // timer (a real user manager); at that time the timer runs `digest --all --due --send`, and the
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/internal/mailtest"
 	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/timer"
@@ -19,6 +20,7 @@ import (
 )
 
 func TestDigestArrivesAtItsTime(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	smtp := mailtest.StartSMTP(t)
 	now := time.Now().UTC()
@@ -48,7 +50,7 @@ echo "[CRYO:WAKE +2h]"
 	}
 	c.run("wake", "--dir", c.dir, "--now")
 	if printed := c.must(0, "digest", "--dir", c.dir); !strings.Contains(printed, "Sessions run: 2") || !strings.Contains(printed, "Failures: 1") {
-		hist, _ := filepath.Glob(filepath.Join(stateDirOf(m), "chambers", timer.ID(c.dir), "*"))
+		hist, _ := filepath.Glob(filepath.Join(fixture.StateDir(m), "chambers", timer.ID(c.dir), "*"))
 		var dump string
 		for _, h := range hist {
 			if strings.Contains(h, "history") || strings.Contains(h, "digest") {
@@ -85,7 +87,7 @@ echo "[CRYO:WAKE +2h]"
 			notice = it
 		}
 	}
-	key, _ := message.LoadSealKey(filepath.Join(stateDirOf(m), "chambers", timer.ID(c.dir), message.SealKeyFile))
+	key, _ := message.LoadSealKey(filepath.Join(fixture.StateDir(m), "chambers", timer.ID(c.dir), message.SealKeyFile))
 	if notice == nil || !notice.SealedBy(key) {
 		t.Fatalf("no sealed digest notice in the outbox: %+v", c.outbox())
 	}

@@ -1,4 +1,4 @@
-package main
+package binary
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/cryochamber/cryochamber/chamber"
 	"github.com/cryochamber/cryochamber/internal/e2e"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
@@ -24,6 +25,7 @@ const awkward = `we ird 100% $HOME ${X} "dq" 'sq' back\slash ünï ✓ [x]*? & <
 // that pass `systemd-analyze verify` and that systemd really runs: the second session, started
 // by the timer, sees the exact directory and the exact value.
 func TestInjectionRealRun(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := filepath.Join(t.TempDir(), awkward)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -36,24 +38,20 @@ printf '%s' "$CRYO_DIR" > "crydir-$CRYO_SESSION.txt"
 echo "[CRYO:EXIT 0] ok"
 if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE +7s]"; fi
 `
-	for name, data := range map[string]string{
+	fixture.WriteFiles(t, dir, fixture.Files{
 		"plan.md":   "x\n",
 		"cryo.toml": "agent = \"./agent.sh\"\nagent_env = [\"AWK\"]\nmin_interval = \"1s\"\n",
 		"agent.sh":  agent,
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	value := awkward + " end"
-	env := managerEnv(m, "AWK="+value)
+	env := fixture.Env(m, "AWK="+value)
 	if code, out := bin(t, env, dir, "start", filepath.Join(dir, "plan.md")); code != 0 {
 		t.Fatalf("start: %d\n%s", code, out)
 	}
 	verifyInstalledUnits(t, m)
 
-	waitUntil(t, 40*time.Second, "systemd to run session 2", func() bool {
-		st, err := stateOf(m, dir)
+	fixture.WaitFor(t, 40*time.Second, "systemd to run session 2", func() bool {
+		st, err := fixture.State(m, dir)
 		return err == nil && st.Phase == chamber.PhaseComplete && st.Session == 2
 	})
 	for _, check := range []struct{ file, want string }{
@@ -74,23 +72,20 @@ if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE +7s]"; fi
 // TestInjectionNewlineRefused: a newline in a captured environment value is refused at start
 // with a clear message, and nothing is armed.
 func TestInjectionNewlineRefused(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := filepath.Join(t.TempDir(), "chamber")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, data := range map[string]string{
+	fixture.WriteFiles(t, dir, fixture.Files{
 		"plan.md":   "x\n",
 		"cryo.toml": "agent = \"./agent.sh\"\nagent_env = [\"MULTI\"]\n",
 		"agent.sh":  "#!/bin/sh\necho '[CRYO:EXIT 0] ok'\n",
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	code, out := bin(t, managerEnv(m, "MULTI=line one\nline two"), dir, "start", filepath.Join(dir, "plan.md"))
-	if code != exitUsage {
-		t.Fatalf("start exited %d, want %d\n%s", code, exitUsage, out)
+	})
+	code, out := bin(t, fixture.Env(m, "MULTI=line one\nline two"), dir, "start", filepath.Join(dir, "plan.md"))
+	if code != fixture.ExitUsage {
+		t.Fatalf("start exited %d, want %d\n%s", code, fixture.ExitUsage, out)
 	}
 	for _, want := range []string{"cryochamber: cannot capture the environment", "MULTI", "hint: remove the newline"} {
 		if !strings.Contains(out, want) {
@@ -141,6 +136,7 @@ func verifyInstalledUnits(t *testing.T, m *systemdtest.Manager) {
 // the prompt, the log and todo.json are 0600. The alert secrets never reach the agent, and no
 // secret appears in cryo.log, the prompt, timer.json or the unit files.
 func TestPermissionsAndSecrets(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := filepath.Join(t.TempDir(), "chamber")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -170,13 +166,9 @@ password_env = "SMTP_PASSWORD"
 [webhook]
 secret_env = "HOOK_SECRET"
 `
-	for name, data := range map[string]string{"plan.md": "x\n", "cryo.toml": toml, "agent.sh": agent} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fixture.WriteFiles(t, dir, fixture.Files{"plan.md": "x\n", "cryo.toml": toml, "agent.sh": agent})
 	const token, password, hookSecret = "agent-token-6f1d", "smtp-password-93ab", "hook-secret-c7e2"
-	env := managerEnv(m, "AGENT_TOKEN="+token, "SMTP_PASSWORD="+password, "HOOK_SECRET="+hookSecret)
+	env := fixture.Env(m, "AGENT_TOKEN="+token, "SMTP_PASSWORD="+password, "HOOK_SECRET="+hookSecret)
 	if code, out := bin(t, env, dir, "start", filepath.Join(dir, "plan.md")); code != 0 {
 		t.Fatalf("start: %d\n%s", code, out)
 	}

@@ -1,4 +1,4 @@
-package main
+package binary
 
 // The trust boundary of issue 11, proven end to end: the attacker is the agent. Whatever a
 // prompt-injected agent can write in its chamber (its agent.sh does it, or the test plants the
@@ -11,7 +11,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,7 +21,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +29,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/chamber"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/internal/mailtest"
 	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
@@ -41,98 +40,15 @@ import (
 // signal, must not pass by being slow. code is -1 for a command that had to be killed.
 func cryoBounded(t *testing.T, limit time.Duration, env []string, dir string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath, args...)
-	cmd.Env, cmd.Dir = env, dir
-	cmd.WaitDelay = 2 * time.Second // an agent left holding the pipes must not hang the test
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if ctx.Err() != nil {
+	r := fixture.Cmd{Env: env, Dir: dir, Limit: limit}.Try(args...)
+	if r.Err != nil {
+		t.Fatalf("%v: %v", args, r.Err)
+	}
+	if r.TimedOut {
 		t.Errorf("`cryochamber %s` was still running after %s: it hangs (killed)\nstdout:\n%s\nstderr:\n%s",
-			strings.Join(args, " "), limit, out.String(), errb.String())
-		return -1, out.String(), errb.String()
+			strings.Join(args, " "), limit, r.Stdout, r.Stderr)
 	}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, out.String(), errb.String()
-	case errors.As(err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return -int(ws.Signal()), out.String(), errb.String()
-		}
-		return ee.ExitCode(), out.String(), errb.String()
-	}
-	t.Fatalf("%v: %v", args, err)
-	return 0, "", ""
-}
-
-// boundaryChamber writes a chamber (plan.md, cryo.toml, agent.sh and any extra files) under a
-// fresh directory and returns its path; the test's outside files go beside it.
-func boundaryChamber(t *testing.T, toml, agent string, extra map[string]string) (dir string) {
-	t.Helper()
-	dir = filepath.Join(t.TempDir(), "chamber")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]string{"plan.md": "the plan\n", "cryo.toml": toml, "agent.sh": agent}
-	for k, v := range extra {
-		files[k] = v
-	}
-	for name, data := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
-// mustCryo runs a command that must exit with want.
-func mustCryo(t *testing.T, want int, env []string, dir string, args ...string) string {
-	t.Helper()
-	code, out := bin(t, env, dir, args...)
-	if code != want {
-		t.Fatalf("`cryochamber %s` exited %d, want %d\n%s", strings.Join(args, " "), code, want, out)
-	}
-	return out
-}
-
-// cryoUnitFiles lists every cryochamber unit file the manager has.
-func cryoUnitFiles(t *testing.T, m *systemdtest.Manager) []string {
-	t.Helper()
-	ents, err := os.ReadDir(m.UnitDir)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), "cryo-") {
-			out = append(out, e.Name())
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// activeCryoTimers is what the manager itself reports: the cryochamber timers it has loaded and
-// waiting.
-func activeCryoTimers(t *testing.T, m *systemdtest.Manager) []string {
-	t.Helper()
-	out := m.Systemctl(t, "list-timers", "--all", "--no-legend", "--plain", "cryo-*")
-	var timers []string
-	for _, l := range strings.Split(out, "\n") {
-		for _, f := range strings.Fields(l) {
-			if strings.HasPrefix(f, "cryo-") && strings.HasSuffix(f, ".timer") {
-				timers = append(timers, f)
-			}
-		}
-	}
-	return timers
+	return r.Code, r.Stdout, r.Stderr
 }
 
 // fileState is what the test remembers of a file outside the chamber, to prove it untouched.
@@ -266,18 +182,6 @@ func (h *hookServer) describe() string {
 	return b.String()
 }
 
-// waitFor polls cond (bounded) for a positive event.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // Attack 1: a forged alert. The agent writes a file in messages/outbox that looks like an alert
 // whose delivery was cut short, naming an internal URL and the attacker's address as its
 // targets. The next lock holders (a wake, the dead-man check, cancel) never deliver it: nothing
@@ -288,6 +192,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 // Before the fix (b83b96b): the wake redelivered the forgery: a POST to /internal-admin and a
 // mail to attacker@evil.test, both carrying the agent's text.
 func TestBoundaryForgedAlert(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	smtp := mailtest.StartSMTP(t)
 	hooks := startHooks(t)
@@ -337,14 +242,14 @@ else
 fi
 echo "[CRYO:WAKE +1h]"
 `, internal)
-	dir := boundaryChamber(t, toml, agent, nil)
-	env := managerEnv(m, "HOOK_SECRET=operator-hook-secret")
-	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	dir := fixture.Chamber(t, toml, agent, nil)
+	env := fixture.Env(m, "HOOK_SECRET=operator-hook-secret")
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 
 	// Every kind of lock holder runs: a session (whose failure is a real alert), the dead-man
 	// check, status (read-only), cancel.
-	mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now")
-	waitFor(t, 30*time.Second, "the real failure alert to reach the operator's webhook and mailbox", func() bool {
+	fixture.Must(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	fixture.WaitFor(t, 30*time.Second, "the real failure alert to reach the operator's webhook and mailbox", func() bool {
 		return hooks.count("/hook", "the real failure of session 2") == 1 && len(smtp.Messages()) >= 1
 	})
 	bin(t, env, dir, "fallback", "--dir", dir)
@@ -372,7 +277,7 @@ echo "[CRYO:WAKE +1h]"
 	if kinds["real"] != "alert from cryochamber" {
 		t.Errorf("receive shows the real alert as %q", kinds["real"])
 	}
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 
 	if n := hooks.count("/internal-admin"); n != 0 {
 		t.Errorf("the forged alert was POSTed %d time(s) to the internal URL:\n%s", n, hooks.describe())
@@ -400,6 +305,7 @@ echo "[CRYO:WAKE +1h]"
 // Before the fix (b83b96b): the wake wrote the prompt through the symlink: the file outside was
 // overwritten with the prompt and set to 0600.
 func TestBoundaryPromptSymlink(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 for last; do :; done
@@ -411,7 +317,7 @@ fi
 echo "[CRYO:EXIT 0] ok"
 echo "[CRYO:WAKE +1h]"
 `
-	dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", agent, nil)
+	dir := fixture.Chamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", agent, nil)
 	victim := filepath.Join(filepath.Dir(dir), "victim.conf")
 	if err := os.WriteFile(victim, []byte("the user's own file\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -420,12 +326,12 @@ echo "[CRYO:WAKE +1h]"
 		t.Fatal(err)
 	}
 	before := snapshot(t, victim)
-	env := managerEnv(m)
-	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	env := fixture.Env(m)
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	if fi, err := os.Lstat(filepath.Join(dir, ".cryo", "prompt.md")); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
 		t.Fatalf("session 1 did not plant the symlink: %v %v", fi, err)
 	}
-	mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	fixture.Must(t, 0, env, dir, "wake", "--dir", dir, "--now")
 
 	before.unchanged(t)
 	// The agent got its prompt, and the prompt file is a regular file in the chamber again.
@@ -437,7 +343,7 @@ echo "[CRYO:WAKE +1h]"
 	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
 		t.Fatalf(".cryo/prompt.md after session 2: want a regular file 0600, got %v (%v)", modeOf(fi), err)
 	}
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 }
 
 // Attack 3: claims that name files outside the chamber. Claims now live in the private state;
@@ -449,6 +355,7 @@ echo "[CRYO:WAKE +1h]"
 // Before the fix (b83b96b): the claim was taken from timer.json; the recovery renamed the file
 // from outside into the chamber (outside/secret.md was gone) and quoted it in the prompt.
 func TestBoundaryForgedClaims(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 for last; do :; done
@@ -456,7 +363,7 @@ printf '%s\n' "$last" > "input-$CRYO_SESSION.txt"
 echo "[CRYO:EXIT 0] session $CRYO_SESSION"
 echo "[CRYO:WAKE +1h]"
 `
-	dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", agent, nil)
+	dir := fixture.Chamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", agent, nil)
 	outside := filepath.Join(filepath.Dir(dir), "outside")
 	if err := os.MkdirAll(outside, 0o700); err != nil {
 		t.Fatal(err)
@@ -467,8 +374,8 @@ echo "[CRYO:WAKE +1h]"
 		t.Fatal(err)
 	}
 	before := snapshot(t, secret)
-	env := managerEnv(m)
-	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	env := fixture.Env(m)
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 
 	// The forgery: the chamber's timer.json says session 2 is running with a batch that climbs
 	// out of the mailbox; the directory the rename would land in exists.
@@ -501,7 +408,7 @@ echo "[CRYO:WAKE +1h]"
 	code, out = bin(t, env, dir, "wake", "--dir", dir)
 	t.Logf("recovery (exit %d):\n%s", code, out)
 	// Then a normal session runs.
-	mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	fixture.Must(t, 0, env, dir, "wake", "--dir", dir, "--now")
 
 	before.unchanged(t)
 	if hits := treeContains(t, dir, secretText); len(hits) > 0 {
@@ -510,7 +417,7 @@ echo "[CRYO:WAKE +1h]"
 	if _, err := os.Lstat(filepath.Join(dir, "outside", "secret.md")); err == nil {
 		t.Error("the secret was moved into the chamber")
 	}
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 }
 
 // recordingAgent records what each session was given: its prompt argument (what goes to the
@@ -535,12 +442,13 @@ echo "[CRYO:WAKE +1h]"
 // the agent's "cryochamber". (b83b96b fails it differently: its pin caught the forged binary and
 // refused to run, so the chamber stopped; it recorded no agent process groups to end.)
 func TestBoundaryLegacyAdoption(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
-	dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", recordingAgent, map[string]string{
+	dir := fixture.Chamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", recordingAgent, map[string]string{
 		"evil-cryochamber": "#!/bin/sh\ntouch \"$(dirname \"$0\")/evil-ran\"\n",
 	})
-	env := managerEnv(m)
-	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	env := fixture.Env(m)
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 
 	// Another program of the user, in a process group of its own.
 	victim := exec.Command("sleep", "600")
@@ -586,7 +494,7 @@ func TestBoundaryLegacyAdoption(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "timer.json"), forged, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	statePath := chamber.StatePath(stateDirOf(m), dir)
+	statePath := chamber.StatePath(fixture.StateDir(m), dir)
 	earlier := false // the binary under test is itself an earlier version (CRYO_TEST_BINARY)
 	if err := os.Remove(statePath); errors.Is(err, fs.ErrNotExist) {
 		earlier = true
@@ -605,7 +513,7 @@ func TestBoundaryLegacyAdoption(t *testing.T) {
 		t.Error("the adoption killed another program's process group, named by the forged timer.json")
 	default:
 	}
-	for _, u := range cryoUnitFiles(t, m) {
+	for _, u := range fixture.UnitFiles(t, m, "cryo-") {
 		data, _ := os.ReadFile(filepath.Join(m.UnitDir, u))
 		if strings.Contains(string(data), "evil-cryochamber") {
 			t.Errorf("%s runs the agent's binary:\n%s", u, data)
@@ -628,10 +536,11 @@ func TestBoundaryLegacyAdoption(t *testing.T) {
 // Before the fix (b83b96b): status printed the outside file's lines as the latest block, and
 // the next session's block was appended to the file outside.
 func TestBoundaryLogSymlink(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
-	dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", recordingAgent, nil)
-	env := managerEnv(m)
-	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	dir := fixture.Chamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", recordingAgent, nil)
+	env := fixture.Env(m)
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 
 	logPath := filepath.Join(dir, "cryo.log")
 	real, err := os.ReadFile(logPath)
@@ -680,7 +589,7 @@ func TestBoundaryLogSymlink(t *testing.T) {
 	if p, _ := os.ReadFile(filepath.Join(dir, "input-2.txt")); !strings.Contains(string(p), "was moved aside") {
 		t.Errorf("session 2's prompt does not say the log was moved aside")
 	}
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 	before.unchanged(t)
 }
 
@@ -693,6 +602,7 @@ func TestBoundaryLogSymlink(t *testing.T) {
 // Before the fix (b83b96b): the key was quoted in session 2's prompt, and the message in the
 // directory outside was quoted in session 3's and moved into an archive/ created outside.
 func TestBoundaryInboxSymlink(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 for last; do :; done
@@ -705,7 +615,7 @@ esac
 echo "[CRYO:EXIT 0] session $CRYO_SESSION"
 echo "[CRYO:WAKE +1h]"
 `
-	dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", agent, nil)
+	dir := fixture.Chamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", agent, nil)
 	parent := filepath.Dir(dir)
 	const keyText = "PRIVATE-KEY-MATERIAL-91c3"
 	key := filepath.Join(parent, "id_ed25519")
@@ -721,16 +631,12 @@ echo "[CRYO:WAKE +1h]"
 	if err := os.WriteFile(outMsg, []byte(outText+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for name, v := range map[string]string{"key-path": key, "outdir-path": outdir} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fixture.WriteFiles(t, dir, fixture.Files{"key-path": key, "outdir-path": outdir})
 	keyBefore, msgBefore := snapshot(t, key), snapshot(t, outMsg)
-	env := managerEnv(m)
-	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
-	mustCryo(t, 0, env, dir, "send", "--dir", dir, "a real message from the operator")
-	mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	env := fixture.Env(m)
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	fixture.Must(t, 0, env, dir, "send", "--dir", dir, "a real message from the operator")
+	fixture.Must(t, 0, env, dir, "wake", "--dir", dir, "--now")
 	if p, _ := os.ReadFile(filepath.Join(dir, "input-2.txt")); !strings.Contains(string(p), "a real message from the operator") {
 		t.Fatalf("session 2 was not shown the real message:\n%s", clipStr(string(p), 2000))
 	}
@@ -751,7 +657,7 @@ echo "[CRYO:WAKE +1h]"
 	if ents, _ := os.ReadDir(outdir); len(ents) != 1 {
 		t.Errorf("the directory outside was changed: %v", ents)
 	}
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 }
 
 // Attacks 4 and 5 with hard links instead of symlinks (a hard link is a regular file, so the
@@ -763,10 +669,11 @@ echo "[CRYO:WAKE +1h]"
 // Before the fix (found by this test on main, and on b83b96b): session 2's block was appended
 // to the file outside, and the key was quoted in the prompt.
 func TestBoundaryHardLinks(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
-	dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", recordingAgent, nil)
-	env := managerEnv(m)
-	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	dir := fixture.Chamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", recordingAgent, nil)
+	env := fixture.Env(m)
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	parent := filepath.Dir(dir)
 	rc := filepath.Join(parent, "bashrc")
 	if err := os.WriteFile(rc, []byte("# the user's own file\n"), 0o644); err != nil {
@@ -788,7 +695,7 @@ func TestBoundaryHardLinks(t *testing.T) {
 	if err := os.Link(key, planted); err != nil {
 		t.Fatal(err)
 	}
-	mustCryo(t, 0, env, dir, "send", "--dir", dir, "a real message beside the hard link")
+	fixture.Must(t, 0, env, dir, "send", "--dir", dir, "a real message beside the hard link")
 
 	code, stdout, stderr := cryoBounded(t, 60*time.Second, env, dir, "wake", "--dir", dir, "--now")
 	if code != 0 {
@@ -817,7 +724,7 @@ func TestBoundaryHardLinks(t *testing.T) {
 	if hits := treeContains(t, filepath.Join(dir, "messages", "inbox", "archive"), keyText); len(hits) > 0 {
 		t.Errorf("the key was claimed: %v", hits)
 	}
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 	rcBefore.unchanged(t)
 }
 
@@ -828,8 +735,9 @@ func TestBoundaryHardLinks(t *testing.T) {
 // it): wake, fallback, status and cancel on cryo.toml; the wake on a FIFO in the inbox and on
 // cryo.log; status and log on cryo.log.
 func TestBoundaryFIFOs(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
-	env := managerEnv(m)
+	env := fixture.Env(m)
 	const limit = 20 * time.Second
 	mkfifo := func(t *testing.T, p string) {
 		t.Helper()
@@ -839,8 +747,8 @@ func TestBoundaryFIFOs(t *testing.T) {
 		}
 	}
 	started := func(t *testing.T) string {
-		dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", recordingAgent, nil)
-		mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+		dir := fixture.Chamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", recordingAgent, nil)
+		fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 		return dir
 	}
 
@@ -863,7 +771,7 @@ func TestBoundaryFIFOs(t *testing.T) {
 		if code != 0 || !strings.Contains(stdout, "cancelled") {
 			t.Errorf("cancel: exit %d\n%s%s", code, stdout, stderr)
 		}
-		if units := cryoUnitFiles(t, m); len(units) != 0 {
+		if units := fixture.UnitFiles(t, m, "cryo-"); len(units) != 0 {
 			t.Errorf("units left after cancel: %v", units)
 		}
 	})
@@ -871,7 +779,7 @@ func TestBoundaryFIFOs(t *testing.T) {
 	t.Run("inbox", func(t *testing.T) {
 		dir := started(t)
 		mkfifo(t, filepath.Join(dir, "messages", "inbox", "20260101T000000.000000000Z-fifo-0000cccc.md"))
-		mustCryo(t, 0, env, dir, "send", "--dir", dir, "the message beside the FIFO")
+		fixture.Must(t, 0, env, dir, "send", "--dir", dir, "the message beside the FIFO")
 		code, stdout, stderr := cryoBounded(t, limit, env, dir, "wake", "--dir", dir, "--now")
 		if code != 0 {
 			t.Errorf("wake: exit %d\n%s%s", code, stdout, stderr)
@@ -948,56 +856,32 @@ fi
 echo "[CRYO:EXIT 0] ok"
 echo "[CRYO:WAKE +1h]"
 `
-		dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", agent, nil)
-		mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
-		cmd := exec.Command(binPath, "wake", "--dir", dir, "--now")
-		cmd.Env = env
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.WaitDelay = 2 * time.Second
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			<-done
-		})
-		waitFor(t, 20*time.Second, "the agent of session 2 to start", func() bool {
+		dir := fixture.Chamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", agent, nil)
+		fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+		wake := fixture.Cmd{Env: env}.Start(t, "wake", "--dir", dir, "--now")
+		fixture.WaitFor(t, 20*time.Second, "the agent of session 2 to start", func() bool {
 			_, err := os.Stat(filepath.Join(dir, "agent.pid"))
 			return err == nil
 		})
 		var sleeping []int
-		waitFor(t, 20*time.Second, "the agent's sleep to start", func() bool {
+		fixture.WaitFor(t, 20*time.Second, "the agent's sleep to start", func() bool {
 			sleeping = processesRunning("sleep 6017")
 			return len(sleeping) > 0
 		})
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		if err := wake.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case err := <-done:
-			done <- err // for the cleanup
-			code := 0
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				code = ee.ExitCode()
-			}
-			if code != exitInterrupted {
-				t.Errorf("wake after SIGTERM: exit %d, want %d (interrupted)\n%s", code, exitInterrupted, out.String())
-			}
-		case <-time.After(limit):
-			t.Fatalf("wake still running %s after SIGTERM\n%s", limit, out.String())
+		if r := wake.Wait(t, limit); r.Code != fixture.ExitInterrupted {
+			t.Errorf("wake after SIGTERM: exit %d, want %d (interrupted)\n%s", r.Code, fixture.ExitInterrupted, r.Output)
 		}
 		// The agent's PID as it wrote it is its sandbox's own (the session runs in a PID
 		// namespace): what is looked for is its `sleep 6017`, by the PIDs seen from here.
 		for _, p := range sleeping {
-			if processLives(p) {
+			if fixture.ProcessLives(p) {
 				t.Errorf("the agent's sleep (pid %d) outlived its wake", p)
 			}
 		}
-		t.Logf("wake after SIGTERM:\n%s", out.String())
+		t.Logf("wake after SIGTERM:\n%s", wake.Output())
 		if code, stdout, stderr := cryoBounded(t, limit, env, dir, "cancel", "--dir", dir); code != 0 {
 			t.Errorf("cancel: exit %d\n%s%s", code, stdout, stderr)
 		}
@@ -1013,6 +897,7 @@ echo "[CRYO:WAKE +1h]"
 // Before the fix (b83b96b): the edited file was in force: the hanging session was not killed
 // (the test's bound killed the wake after 45 s) and no alert came.
 func TestBoundaryUnpinnedLimits(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hooks := startHooks(t)
 	toml := fmt.Sprintf(`agent = "./agent.sh"
@@ -1041,9 +926,9 @@ esac
 echo "[CRYO:EXIT 0] session $CRYO_SESSION"
 echo "[CRYO:WAKE +1h]"
 `
-	dir := boundaryChamber(t, toml, agent, nil)
-	env := managerEnv(m)
-	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	dir := fixture.Chamber(t, toml, agent, nil)
+	env := fixture.Env(m)
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	if data, _ := os.ReadFile(filepath.Join(dir, "cryo.toml")); !strings.Contains(string(data), `session_timeout = "87600h"`) {
 		t.Fatalf("session 1 did not edit cryo.toml:\n%s", data)
 	}
@@ -1059,15 +944,15 @@ echo "[CRYO:WAKE +1h]"
 	}
 	// The dead-man fired while the session hung (systemd ran `cryochamber fallback` at the
 	// session's start + 5 s).
-	waitFor(t, 20*time.Second, "the overdue alert from the dead-man timer", func() bool {
+	fixture.WaitFor(t, 20*time.Second, "the overdue alert from the dead-man timer", func() bool {
 		return hooks.count("/hook", `"reason":"overdue"`, "still running after fallback_after (5s)") == 1
 	})
 	// Another session: the same edit is not reported again.
-	mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	fixture.Must(t, 0, env, dir, "wake", "--dir", dir, "--now")
 	if n := hooks.count("/hook", `"reason":"config-ignored"`); n != 1 {
 		t.Errorf("the operator got %d notices of the edit, want 1:\n%s", n, hooks.describe())
 	}
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 }
 
 // Attack 8: cancel undone. While session 2 runs, the operator cancels; then the agent deletes
@@ -1078,6 +963,7 @@ echo "[CRYO:WAKE +1h]"
 // Before the fix (b83b96b): the cancel was a file in .cryo; the agent deleted it, the session
 // re-armed both timers, and the chamber went on.
 func TestBoundaryCancelUndone(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt
@@ -1093,9 +979,9 @@ fi
 echo "[CRYO:EXIT 0] ok"
 echo "[CRYO:WAKE +1h]"
 `
-	dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = true\nmin_interval = \"1s\"\n", agent, nil)
-	env := managerEnv(m)
-	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	dir := fixture.Chamber(t, "agent = \"./agent.sh\"\nwatch_inbox = true\nmin_interval = \"1s\"\n", agent, nil)
+	env := fixture.Env(m)
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	type result struct {
 		code int
 		out  string
@@ -1105,11 +991,11 @@ echo "[CRYO:WAKE +1h]"
 		code, out := bin(t, env, dir, "wake", "--dir", dir, "--now")
 		woke <- result{code, out}
 	}()
-	waitFor(t, 20*time.Second, "session 2 to start", func() bool {
+	fixture.WaitFor(t, 20*time.Second, "session 2 to start", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "running"))
 		return err == nil
 	})
-	out := mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	out := fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 	if !strings.Contains(out, "it will finish and not re-arm") {
 		t.Errorf("cancel during a session:\n%s", out)
 	}
@@ -1124,14 +1010,14 @@ echo "[CRYO:WAKE +1h]"
 	}
 	t.Logf("session 2 (exit %d):\n%s", r.code, r.out)
 
-	if units := cryoUnitFiles(t, m); len(units) != 0 {
+	if units := fixture.UnitFiles(t, m, "cryo-"); len(units) != 0 {
 		t.Errorf("units installed after cancel: %v", units)
 	}
-	if timers := activeCryoTimers(t, m); len(timers) != 0 {
+	if timers := fixture.Timers(t, m, "cryo-*", true); len(timers) != 0 {
 		t.Errorf("the manager has timers after cancel: %v", timers)
 	}
 	// A wake, as a timer left behind would run it, does nothing.
-	out = mustCryo(t, 0, env, dir, "wake", "--dir", dir)
+	out = fixture.Must(t, 0, env, dir, "wake", "--dir", dir)
 	if !strings.Contains(out, "cancelled; nothing to do") {
 		t.Errorf("a wake after cancel:\n%s", out)
 	}
@@ -1151,6 +1037,7 @@ echo "[CRYO:WAKE +1h]"
 // agent.sh"`: the program is /bin/sh, outside the chamber; the code is agent.sh): before
 // 771dc19 only the program was pinned, and the rewritten script ran.
 func TestBoundaryAgentRewritten(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	for _, c := range []struct{ name, line, table string }{
 		{"program", "./agent.sh", ""},
@@ -1165,13 +1052,13 @@ func TestBoundaryAgentRewritten(t *testing.T) {
 	t.Run("script-missing-at-start", func(t *testing.T) {
 		toml := "agent = \"./agent.sh\"\nwatch_inbox = false\nallowed_commands = [\"wrap\"]\n\n[agents.wrap]\ncommand = [\"sh\", \"wrap.sh\"]\n"
 		agent := "#!/bin/sh\nprintf '#!/bin/sh\\ntouch wrap-ran\\n' > wrap.sh\necho \"[CRYO:EXIT 0] wrote wrap.sh\"\necho \"[CRYO:WAKE +1h]\"\necho \"[CRYO:CMD wrap]\"\n"
-		dir := boundaryChamber(t, toml, agent, nil)
-		env := managerEnv(m)
+		dir := fixture.Chamber(t, toml, agent, nil)
+		env := fixture.Env(m)
 		code, stdout, stderr := cryoBounded(t, 60*time.Second, env, dir, "start", filepath.Join(dir, "plan.md"))
 		if code != 1 || !strings.Contains(stdout, "step 3 command runnable") || !strings.Contains(stdout, "wrap.sh is inside the chamber but was not there") {
 			t.Errorf("a CMD naming an agent whose script the agent wrote: exit %d\n%s%s", code, stdout, stderr)
 		}
-		if units := cryoUnitFiles(t, m); len(units) != 0 {
+		if units := fixture.UnitFiles(t, m, "cryo-"); len(units) != 0 {
 			t.Errorf("units left armed after the refusal: %v", units)
 		}
 		bin(t, env, dir, "wake", "--dir", dir, "--now")
@@ -1200,8 +1087,8 @@ retries = 0
 	// The accepted program rewrites itself (as a prompt-injected agent would) with v2.
 	agent := "#!/bin/sh\nprintf '%s' '" + program("v2") + "' > agent.sh.new\nchmod 755 agent.sh.new\nmv agent.sh.new agent.sh\n" +
 		"echo \"[CRYO:EXIT 0] the accepted code\"\necho \"[CRYO:WAKE +1h]\"\n"
-	dir := boundaryChamber(t, toml, agent, nil)
-	env := managerEnv(m)
+	dir := fixture.Chamber(t, toml, agent, nil)
+	env := fixture.Env(m)
 	ran := func(name string) bool {
 		_, err := os.Stat(filepath.Join(dir, name+"-ran"))
 		return err == nil
@@ -1213,10 +1100,10 @@ retries = 0
 	if code != 1 || !strings.Contains(stdout, "step 3 command runnable") || !strings.Contains(stdout, changed) {
 		t.Errorf("session 1, which rewrote agent.sh: exit %d\n%s%s", code, stdout, stderr)
 	}
-	waitFor(t, 20*time.Second, "the refusal alert", func() bool {
+	fixture.WaitFor(t, 20*time.Second, "the refusal alert", func() bool {
 		return hooks.count("/hook", `"reason":"refused"`, "agent.sh changed since") == 1
 	})
-	if units := cryoUnitFiles(t, m); len(units) != 0 {
+	if units := fixture.UnitFiles(t, m, "cryo-"); len(units) != 0 {
 		t.Errorf("units left armed after the refusal: %v", units)
 	}
 	bin(t, env, dir, "wake", "--dir", dir, "--now")
@@ -1226,16 +1113,16 @@ retries = 0
 
 	// A reload shows the changed pin and accepts it only with --yes (issue 22: an operator who
 	// reloads after an upgrade must not accept the agent's rewrite unseen).
-	out := mustCryo(t, 1, env, dir, "reload", "--dir", dir)
+	out := fixture.Must(t, 1, env, dir, "reload", "--dir", dir)
 	if !strings.Contains(out, "programs whose pin changes:") || !strings.Contains(out, "agent.sh: content changed") || !strings.Contains(out, "nothing was accepted") {
 		t.Errorf("reload without --yes:\n%s", out)
 	}
 	// The operator looked at it and accepts it: it runs.
-	out = mustCryo(t, 0, env, dir, "reload", "--yes", "--dir", dir)
+	out = fixture.Must(t, 0, env, dir, "reload", "--yes", "--dir", dir)
 	if !strings.Contains(out, "accepted cryo.toml (0 changes), the programs in the chamber (1 pins changed)") {
 		t.Errorf("reload:\n%s", out)
 	}
-	out = mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	out = fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	if !ran("v2") || !strings.Contains(out, "EXIT 0 v2 ran") {
 		t.Fatalf("after reload the accepted program did not run:\n%s", out)
 	}
@@ -1245,7 +1132,7 @@ retries = 0
 	if err := os.WriteFile(filepath.Join(dir, "agent.sh"), []byte(program("v3")), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out = mustCryo(t, 0, env, dir, "status", "--dir", dir)
+	out = fixture.Must(t, 0, env, dir, "status", "--dir", dir)
 	if !strings.Contains(out, changed+": the next session will refuse to run it") {
 		t.Errorf("status does not warn of the changed program:\n%s", out)
 	}
@@ -1256,18 +1143,18 @@ retries = 0
 	if ran("v3") {
 		t.Fatal("the planted agent.sh ran")
 	}
-	waitFor(t, 20*time.Second, "the second refusal alert", func() bool {
+	fixture.WaitFor(t, 20*time.Second, "the second refusal alert", func() bool {
 		return hooks.count("/hook", `"reason":"refused"`, "agent.sh changed since") == 2
 	})
-	if units := cryoUnitFiles(t, m); len(units) != 0 {
+	if units := fixture.UnitFiles(t, m, "cryo-"); len(units) != 0 {
 		t.Errorf("units left armed after the refusal: %v", units)
 	}
-	mustCryo(t, 0, env, dir, "reload", "--yes", "--dir", dir)
-	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	fixture.Must(t, 0, env, dir, "reload", "--yes", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	if !ran("v3") {
 		t.Error("after reload the accepted v3 did not run")
 	}
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 }
 
 // Attack 10: `start` through a symlinked path of an active chamber. A chamber is its canonical
@@ -1277,29 +1164,30 @@ retries = 0
 // Before the fix (b83b96b): the start through the link ran a session and installed a second set
 // of units under another name; cancel through one path left the other armed.
 func TestBoundarySymlinkedPath(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt
 echo "[CRYO:EXIT 0] ok"
 echo "[CRYO:WAKE +1h]"
 `
-	dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = true\n", agent, nil)
+	dir := fixture.Chamber(t, "agent = \"./agent.sh\"\nwatch_inbox = true\n", agent, nil)
 	link := filepath.Join(filepath.Dir(dir), "link")
 	if err := os.Symlink(dir, link); err != nil {
 		t.Fatal(err)
 	}
-	env := managerEnv(m)
-	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
-	units := cryoUnitFiles(t, m)
+	env := fixture.Env(m)
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	units := fixture.UnitFiles(t, m, "cryo-")
 	if len(units) == 0 {
 		t.Fatal("no units after start")
 	}
 
-	out := mustCryo(t, 1, env, filepath.Dir(dir), "start", filepath.Join(link, "plan.md"))
+	out := fixture.Must(t, 1, env, filepath.Dir(dir), "start", filepath.Join(link, "plan.md"))
 	if !strings.Contains(out, "chamber "+dir+" is already active") || !strings.Contains(out, "hint: to start over: cryochamber cancel --dir "+dir) {
 		t.Errorf("start through the link:\n%s", out)
 	}
-	if got := cryoUnitFiles(t, m); strings.Join(got, " ") != strings.Join(units, " ") {
+	if got := fixture.UnitFiles(t, m, "cryo-"); strings.Join(got, " ") != strings.Join(units, " ") {
 		t.Errorf("units after the second start: %v, want %v", got, units)
 	}
 	if n := countLines(t, filepath.Join(dir, "runs.txt"), "ran "); n != 1 {
@@ -1307,19 +1195,19 @@ echo "[CRYO:WAKE +1h]"
 	}
 	// Cancel through the link removes every unit; start through the link is the same chamber;
 	// cancel through the real path removes every unit again.
-	mustCryo(t, 0, env, dir, "cancel", "--dir", link)
-	if got := cryoUnitFiles(t, m); len(got) != 0 {
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", link)
+	if got := fixture.UnitFiles(t, m, "cryo-"); len(got) != 0 {
 		t.Errorf("units after cancel through the link: %v", got)
 	}
-	mustCryo(t, 0, env, filepath.Dir(dir), "start", filepath.Join(link, "plan.md"))
-	if got := cryoUnitFiles(t, m); strings.Join(got, " ") != strings.Join(units, " ") {
+	fixture.Must(t, 0, env, filepath.Dir(dir), "start", filepath.Join(link, "plan.md"))
+	if got := fixture.UnitFiles(t, m, "cryo-"); strings.Join(got, " ") != strings.Join(units, " ") {
 		t.Errorf("units after start through the link: %v, want the same as through the path %v", got, units)
 	}
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
-	if got := cryoUnitFiles(t, m); len(got) != 0 {
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
+	if got := fixture.UnitFiles(t, m, "cryo-"); len(got) != 0 {
 		t.Errorf("units after cancel through the path: %v", got)
 	}
-	if timers := activeCryoTimers(t, m); len(timers) != 0 {
+	if timers := fixture.Timers(t, m, "cryo-*", true); len(timers) != 0 {
 		t.Errorf("the manager still has timers: %v", timers)
 	}
 }
@@ -1333,6 +1221,7 @@ echo "[CRYO:WAKE +1h]"
 // plan notes planted in timer.json, which was its state (and `history` did not exist: it failed
 // as an unknown command).
 func TestBoundaryTerminalEscapes(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 E=$(printf '\033')
@@ -1347,11 +1236,11 @@ echo "[CRYO:TODO +2h \"a todo $X\"]"
 echo "[CRYO:REPLY \"a reply $X\"]"
 echo "[CRYO:WAKE +1h]"
 `
-	dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", agent, nil)
-	env := managerEnv(m)
-	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
-	mustCryo(t, 0, env, dir, "send", "--dir", dir, "a question")
-	mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	dir := fixture.Chamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", agent, nil)
+	env := fixture.Env(m)
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	fixture.Must(t, 0, env, dir, "send", "--dir", dir, "a question")
+	fixture.Must(t, 0, env, dir, "wake", "--dir", dir, "--now")
 	// Between sessions the agent also writes the sequences into the views it can read
 	// (timer.json's last summary and plan notes), as if they were cryochamber's.
 	const seq = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x1b[H"
@@ -1395,7 +1284,7 @@ echo "[CRYO:WAKE +1h]"
 			t.Errorf("receive did not show the reply and the message:\n%s", stdout)
 		}
 	}
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 }
 
 // Attack 12: world-readable messages. After init, start, send, a session, its reply and an
@@ -1404,12 +1293,13 @@ echo "[CRYO:WAKE +1h]"
 //
 // Before the fix (b83b96b): messages were 0644 in 0755 directories.
 func TestBoundaryMessageModes(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	dir := filepath.Join(t.TempDir(), "chamber")
-	env := managerEnv(m)
+	env := fixture.Env(m)
 	old := syscall.Umask(0o022)
 	defer syscall.Umask(old)
-	mustCryo(t, 0, env, "/", "init", dir)
+	fixture.Must(t, 0, env, "/", "init", dir)
 	agent := `#!/bin/sh
 code=0
 [ "$CRYO_SESSION" = 3 ] && code=2
@@ -1417,13 +1307,9 @@ echo "[CRYO:EXIT $code] session $CRYO_SESSION"
 echo '[CRYO:REPLY "an answer"]'
 echo "[CRYO:WAKE +1h]"
 `
-	for name, data := range map[string]string{"plan.md": "the plan\n", "cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\n", "agent.sh": agent} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
-	mustCryo(t, 0, env, dir, "send", "--dir", dir, "one for the inbox")
+	fixture.WriteFiles(t, dir, fixture.Files{"plan.md": "the plan\n", "cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\n", "agent.sh": agent})
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	fixture.Must(t, 0, env, dir, "send", "--dir", dir, "one for the inbox")
 	check := func(when string) {
 		t.Helper()
 		for _, sub := range []string{"messages/inbox", "messages/inbox/archive", "messages/outbox"} {
@@ -1449,27 +1335,27 @@ echo "[CRYO:WAKE +1h]"
 		}
 	}
 	check("after send")
-	if names, _ := mailNames(dir, "messages/inbox"); len(names) != 1 {
+	if names, _ := fixture.MailNames(dir, "messages/inbox"); len(names) != 1 {
 		t.Fatalf("the inbox holds %v", names)
 	}
-	mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	fixture.Must(t, 0, env, dir, "wake", "--dir", dir, "--now")
 	check("after a session and its reply")
-	mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now") // EXIT 2: an alert, copied to the outbox
+	fixture.Must(t, 0, env, dir, "wake", "--dir", dir, "--now") // EXIT 2: an alert, copied to the outbox
 	check("after an alert")
 	var kinds []string
-	names, _ := mailNames(dir, "messages/outbox")
+	names, _ := fixture.MailNames(dir, "messages/outbox")
 	for _, n := range names {
-		if msg, err := mailRead(dir, "messages/outbox", n); err == nil {
+		if msg, err := fixture.MailRead(dir, "messages/outbox", n); err == nil {
 			kinds = append(kinds, msg.Kind)
 		}
 	}
 	if !strings.Contains(strings.Join(kinds, " "), "reply") || !strings.Contains(strings.Join(kinds, " "), "alert") {
 		t.Errorf("the outbox holds %v, want a reply and an alert", kinds)
 	}
-	if archived, _ := mailNames(dir, "messages/inbox/archive"); len(archived) != 1 {
+	if archived, _ := fixture.MailNames(dir, "messages/inbox/archive"); len(archived) != 1 {
 		t.Errorf("the archive holds %v", archived)
 	}
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 }
 
 // The default allowed_commands is the chamber's own agent: in a codex chamber (a sandboxed
@@ -1479,10 +1365,11 @@ echo "[CRYO:WAKE +1h]"
 // Before the fix (b83b96b): every preset was allowed: session 1 hibernated with the CMD, and the
 // next wake ran opencode.
 func TestBoundaryDefaultAllowedCommands(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	bindir := t.TempDir()
 	ranFile := filepath.Join(t.TempDir(), "opencode-ran")
-	for name, script := range map[string]string{
+	fixture.WriteFiles(t, bindir, fixture.Files{
 		// Stand-ins with the CLIs' names: codex answers --version as `start` checks it, reads
 		// its prompt on stdin and asks for opencode next.
 		"codex": `#!/bin/sh
@@ -1493,13 +1380,9 @@ echo '[CRYO:CMD opencode run "go on, without a sandbox"]'
 echo "[CRYO:WAKE +1h]"
 `,
 		"opencode": "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 1.0.0; exit 0; fi\ntouch " + ranFile + "\necho \"[CRYO:EXIT 0] opencode ran\"\n",
-	} {
-		if err := os.WriteFile(filepath.Join(bindir, name), []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dir := boundaryChamber(t, "agent = \"codex\"\nwatch_inbox = false\n", "", nil)
-	env := managerEnv(m, "PATH="+bindir+":"+os.Getenv("PATH"))
+	})
+	dir := fixture.Chamber(t, "agent = \"codex\"\nwatch_inbox = false\n", "", nil)
+	env := fixture.Env(m, "PATH="+bindir+":"+os.Getenv("PATH"))
 	code, stdout, stderr := cryoBounded(t, 60*time.Second, env, dir, "start", filepath.Join(dir, "plan.md"))
 	if code != 1 || !strings.Contains(stdout, `CMD program "opencode" is not allowed (allowed: codex)`) {
 		t.Errorf("start with a CMD naming another preset: exit %d\n%s%s", code, stdout, stderr)
@@ -1507,7 +1390,7 @@ echo "[CRYO:WAKE +1h]"
 	if !strings.Contains(stderr, "refused to hibernate after session 1") {
 		t.Errorf("start does not say it refused:\n%s", stderr)
 	}
-	if units := cryoUnitFiles(t, m); len(units) != 0 {
+	if units := fixture.UnitFiles(t, m, "cryo-"); len(units) != 0 {
 		t.Errorf("units armed after the refusal: %v", units)
 	}
 	bin(t, env, dir, "wake", "--dir", dir, "--now")
@@ -1526,6 +1409,7 @@ echo "[CRYO:WAKE +1h]"
 // Before the fix (b83b96b): `*` matched '/': both were accepted, and the alert was POSTed to
 // /x.example.com/y.
 func TestBoundaryFallbackGlob(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hooks := startHooks(t)
 	sneaky := hooks.url("/x.example.com/y")
@@ -1552,9 +1436,9 @@ fi
 echo '[CRYO:FALLBACK webhook %s "steal"]'
 echo "[CRYO:WAKE +1h]"
 `, sneaky)
-	dir := boundaryChamber(t, toml, agent, nil)
-	env := managerEnv(m)
-	out := mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	dir := fixture.Chamber(t, toml, agent, nil)
+	env := fixture.Env(m)
+	out := fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	for _, target := range []string{"https://evil.test/x.example.com/y", sneaky} {
 		if !strings.Contains(out, fmt.Sprintf("FALLBACK webhook to %q is not allowed (fallback_allow in cryo.toml) and was ignored", target)) {
 			t.Errorf("%s was not ignored:\n%s", target, out)
@@ -1564,14 +1448,14 @@ echo "[CRYO:WAKE +1h]"
 		t.Errorf("a target the pattern allows was ignored:\n%s", out)
 	}
 	// Session 2 fails: an alert goes to the allowed targets.
-	mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now")
-	waitFor(t, 20*time.Second, "the failure alert at the operator's webhook", func() bool {
+	fixture.Must(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	fixture.WaitFor(t, 20*time.Second, "the failure alert at the operator's webhook", func() bool {
 		return hooks.count("/hook", `"reason":"failure"`) == 1
 	})
 	if n := hooks.count("/x.example.com/y"); n != 0 {
 		t.Errorf("the alert was POSTed to the ignored target %d time(s)", n)
 	}
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 }
 
 // processesRunning are the PIDs (as this test sees them) of the processes whose command line is

@@ -1,4 +1,4 @@
-package main
+package binary
 
 // Issue 27, end to end against a real systemd user manager: an agent that creates, edits,
 // deletes and renames files over three sessions; `diff --session 2` shows exactly session 2's
@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
@@ -83,7 +84,7 @@ func chamberHash(t *testing.T, dir string, skip ...string) string {
 func snapshotTrees(t *testing.T, m *systemdtest.Manager, dir string) map[string]string {
 	t.Helper()
 	real, _ := filepath.EvalSymlinks(dir)
-	data, err := os.ReadFile(filepath.Join(stateDirOf(m), "chambers", timer.ID(real), "snapshots", "snapshots.jsonl"))
+	data, err := os.ReadFile(filepath.Join(fixture.StateDir(m), "chambers", timer.ID(real), "snapshots", "snapshots.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +109,7 @@ func snapshotTrees(t *testing.T, m *systemdtest.Manager, dir string) map[string]
 }
 
 func TestSnapshotsDiffRollback(t *testing.T) {
+	t.Parallel()
 	git, err := exec.LookPath("git")
 	if err != nil {
 		t.Skip("git is not installed")
@@ -159,7 +161,7 @@ esac
 echo "[CRYO:EXIT 0] ok"
 echo "[CRYO:WAKE +1h]"
 `
-	dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n\n[sandbox]\nwritable = [\""+outside+"\"]\n", agent, nil)
+	dir := fixture.Chamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n\n[sandbox]\nwritable = [\""+outside+"\"]\n", agent, nil)
 	// The chamber is a git repository whose hooks and fsmonitor leave a marker when run.
 	marker := filepath.Join(outside, "hook-ran")
 	if out, err := exec.Command(git, "init", "-q", dir).CombinedOutput(); err != nil {
@@ -167,7 +169,7 @@ echo "[CRYO:WAKE +1h]"
 	}
 	hook := "#!/bin/sh\necho \"$0 $*\" >> " + marker + "\n"
 	for _, h := range []string{"pre-commit", "post-commit", "post-checkout", "reference-transaction", "pre-auto-gc", "post-index-change", "fsmonitor"} {
-		writeFile(t, filepath.Join(dir, ".git", "hooks", h), hook)
+		fixture.WriteFile(t, filepath.Join(dir, ".git", "hooks", h), hook)
 		if err := os.Chmod(filepath.Join(dir, ".git", "hooks", h), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -180,15 +182,15 @@ echo "[CRYO:WAKE +1h]"
 		filepath.Join(dir, ".git/hooks/fsmonitor"), filepath.Join(dir, ".git/hooks"), filepath.Join(dir, ".git/hooks/fsmonitor"))
 	cfg.Close()
 
-	env := managerEnv(m)
-	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	env := fixture.Env(m)
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	hash1 := chamberHash(t, dir)
-	mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now")
-	mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	fixture.Must(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	fixture.Must(t, 0, env, dir, "wake", "--dir", dir, "--now")
 	hash3 := chamberHash(t, dir, "big.bin")
 
 	// diff --session 2: exactly session 2's changes, the 20 MB file listed as left out.
-	out := mustCryo(t, 0, env, dir, "diff", "--dir", dir, "--session", "2", "--json")
+	out := fixture.Must(t, 0, env, dir, "diff", "--dir", dir, "--session", "2", "--json")
 	var d struct {
 		Session int `json:"session"`
 		Files   []struct {
@@ -212,7 +214,7 @@ echo "[CRYO:WAKE +1h]"
 	if len(d.Skipped) != 1 || d.Skipped[0].Path != "big.bin" || d.Skipped[0].Size != 20000000 {
 		t.Errorf("diff --session 2 skipped = %+v, want big.bin of 20000000 bytes", d.Skipped)
 	}
-	text := mustCryo(t, 0, env, dir, "diff", "--dir", dir, "--session", "2")
+	text := fixture.Must(t, 0, env, dir, "diff", "--dir", dir, "--session", "2")
 	for _, want := range []string{"# session 2: the chamber after session 2", "compared with after session 1",
 		"# not in the snapshot: big.bin (19.1 MiB, larger than snapshot_max_file)", "-v1\n+v2\n",
 		"rename from sub/a.txt\nrename to sub/b.txt", "Binary files a/bin.dat and b/bin.dat differ", "deleted file mode 100644"} {
@@ -225,7 +227,7 @@ echo "[CRYO:WAKE +1h]"
 			t.Errorf("diff --session 2 shows %q, which session 2 did not change:\n%s", not, text)
 		}
 	}
-	stat := mustCryo(t, 0, env, dir, "diff", "--dir", dir, "--session", "2", "--stat")
+	stat := fixture.Must(t, 0, env, dir, "diff", "--dir", dir, "--session", "2", "--stat")
 	if !strings.Contains(stat, "4 files changed") {
 		t.Errorf("diff --stat:\n%s", stat)
 	}
@@ -234,7 +236,7 @@ echo "[CRYO:WAKE +1h]"
 		Session      int  `json:"session"`
 		FilesChanged *int `json:"files_changed"`
 	}
-	if err := json.Unmarshal([]byte(mustCryo(t, 0, env, dir, "history", "--dir", dir, "--json")), &rows); err != nil {
+	if err := json.Unmarshal([]byte(fixture.Must(t, 0, env, dir, "history", "--dir", dir, "--json")), &rows); err != nil {
 		t.Fatal(err)
 	}
 	wantFiles := map[int]int{1: 4, 2: 4, 3: 2}
@@ -243,13 +245,13 @@ echo "[CRYO:WAKE +1h]"
 			t.Errorf("history session %d: files_changed = %v, want %d", r.Session, r.FilesChanged, wantFiles[r.Session])
 		}
 	}
-	if h := mustCryo(t, 0, env, dir, "history", "--dir", dir); !strings.Contains(h, "FILES") {
+	if h := fixture.Must(t, 0, env, dir, "history", "--dir", dir); !strings.Contains(h, "FILES") {
 		t.Errorf("history has no FILES column:\n%s", h)
 	}
 
 	// rollback --to-session 1: every byte of session 1's files back; big.bin, which no
 	// snapshot holds, left and listed.
-	out = mustCryo(t, 0, env, dir, "rollback", "--dir", dir, "--to-session", "1")
+	out = fixture.Must(t, 0, env, dir, "rollback", "--dir", dir, "--to-session", "1")
 	if !strings.Contains(out, "left as it is: big.bin") || !strings.Contains(out, "undo with: cryochamber rollback --dir "+dir+" --to-session 3") {
 		t.Errorf("rollback output:\n%s", out)
 	}
@@ -263,7 +265,7 @@ echo "[CRYO:WAKE +1h]"
 	if _, err := os.Stat(filepath.Join(dir, "sub", "deeper")); err == nil {
 		t.Errorf("sub/deeper (made by session 3) is still there")
 	}
-	mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	fixture.Must(t, 0, env, dir, "wake", "--dir", dir, "--now")
 	seen, _ := os.ReadFile(filepath.Join(outside, "seen-4.txt"))
 	if string(seen) != "v1\na.txt\n" {
 		t.Errorf("session 4 saw %q, want session 1's notes and sub/a.txt", seen)
@@ -272,12 +274,12 @@ echo "[CRYO:WAKE +1h]"
 	if !strings.Contains(string(prompt4), "the operator rolled the chamber back to after session 1") {
 		t.Errorf("session 4's prompt does not tell of the rollback:\n%s", clipStr(string(prompt4), 2000))
 	}
-	if d := mustCryo(t, 0, env, dir, "diff", "--dir", dir, "--session", "4"); !strings.Contains(d, "# no file changed") {
+	if d := fixture.Must(t, 0, env, dir, "diff", "--dir", dir, "--session", "4"); !strings.Contains(d, "# no file changed") {
 		t.Errorf("session 4 changed nothing in the chamber, but diff says:\n%s", d)
 	}
 
 	// A second rollback undoes the first.
-	mustCryo(t, 0, env, dir, "rollback", "--dir", dir, "--to-session", "3")
+	fixture.Must(t, 0, env, dir, "rollback", "--dir", dir, "--to-session", "3")
 	if h := chamberHash(t, dir, "big.bin"); h != hash3 {
 		t.Fatalf("rollback --to-session 3 did not undo the rollback: the files differ from after session 3")
 	}
@@ -289,24 +291,9 @@ echo "[CRYO:WAKE +1h]"
 	}
 
 	// A rollback while a session runs is refused, and changes nothing.
-	writeFile(t, filepath.Join(outside, "hold"), "")
-	wake := exec.Command(binPath, "wake", "--dir", dir, "--now")
-	wake.Env = env
-	if err := wake.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- wake.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(outside, "running")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("session 5 did not start")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	fixture.WriteFile(t, filepath.Join(outside, "hold"), "")
+	wake := fixture.Cmd{Env: env}.Start(t, "wake", "--dir", dir, "--now")
+	fixture.WaitFor(t, 30*time.Second, "session 5 to start", func() bool { return fixture.Exists(filepath.Join(outside, "running")) })
 	before := chamberHash(t, dir)
 	code, out := bin(t, env, dir, "rollback", "--dir", dir, "--to-session", "1")
 	if code != 1 || !strings.Contains(out, "rollback refused") {
@@ -315,15 +302,9 @@ echo "[CRYO:WAKE +1h]"
 	if chamberHash(t, dir) != before {
 		t.Errorf("the refused rollback changed the chamber")
 	}
-	writeFile(t, filepath.Join(outside, "release"), "")
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("session 5: %v", err)
-		}
-	case <-time.After(60 * time.Second):
-		wake.Process.Kill()
-		t.Fatal("session 5 did not end")
+	fixture.WriteFile(t, filepath.Join(outside, "release"), "")
+	if r := wake.Wait(t, 60*time.Second); r.Code != 0 {
+		t.Errorf("session 5: exit %d\n%s", r.Code, r.Output)
 	}
 
 	// Bad inputs: each says what was wrong and what to do, and changes nothing.
@@ -357,7 +338,7 @@ echo "[CRYO:WAKE +1h]"
 	if b, err := os.ReadFile(marker); err == nil {
 		t.Fatalf("a hook of the chamber's own repository ran:\n%s", b)
 	}
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 	// Control: git itself, run in the chamber, does run them (so the check above can fail).
 	c := exec.Command(git, "-C", dir, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "control")
 	c.Env = append(os.Environ(), "HOME="+outside)
@@ -388,6 +369,7 @@ step diff "$BIN" diff --dir "$SRC" --session 4 --json
 // TestSnapshotDiskFull: a snapshot that hits a full disk is a warning and one notice (reason
 // disk) to the operator; the session is armed as usual, and snapshots resume once there is room.
 func TestSnapshotDiskFull(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}
@@ -403,13 +385,13 @@ echo "[CRYO:EXIT 0] ok"
 echo "[CRYO:WAKE +1h]"
 `
 	toml := "agent = \"./agent.sh\"\nwatch_inbox = false\n\n[[fallback]]\naction = \"webhook\"\ntarget = \"" + hooks.url("/hook") + "\"\n"
-	src := boundaryChamber(t, toml, agent, nil)
+	src := fixture.Chamber(t, toml, agent, nil)
 	out := filepath.Join(work, "out")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("unshare", "-m", "sh", "-c", snapshotDiskScript)
-	cmd.Env = managerEnv(m, "BIN="+binPath, "SRC="+src, "OUT="+out, "XDG_STATE_HOME="+filepath.Join(work, "state"))
+	cmd.Env = fixture.Env(m, "BIN="+fixture.Binary(), "SRC="+src, "OUT="+out, "XDG_STATE_HOME="+filepath.Join(work, "state"))
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("the trial script failed: %v\n%s", err, b)
 	}
@@ -453,6 +435,7 @@ echo "[CRYO:WAKE +1h]"
 // TestSnapshotRecovered: a wake killed after its session ended, before the snapshot: the
 // recovery takes it, so the session's changes are still in `diff` and `history`.
 func TestSnapshotRecovered(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}
@@ -462,17 +445,17 @@ printf 'session %s\n' "$CRYO_SESSION" > "work-$CRYO_SESSION.txt"
 echo "[CRYO:EXIT 0] ok"
 echo "[CRYO:WAKE +1h]"
 `
-	dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", agent, nil)
-	env := managerEnv(m)
-	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	dir := fixture.Chamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", agent, nil)
+	env := fixture.Env(m)
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	if code, out := bin(t, append(env, "CRYOCHAMBER_CRASH_AT=ended"), dir, "wake", "--dir", dir, "--now"); code != -9 {
 		t.Fatalf("the wake killed at ended: exit %d, want -9 (SIGKILL)\n%s", code, out)
 	}
-	mustCryo(t, 0, env, dir, "wake", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "wake", "--dir", dir)
 	var d struct {
 		Files []struct{ Status, Path string } `json:"files"`
 	}
-	out := mustCryo(t, 0, env, dir, "diff", "--dir", dir, "--session", "2", "--json")
+	out := fixture.Must(t, 0, env, dir, "diff", "--dir", dir, "--session", "2", "--json")
 	if err := json.Unmarshal([]byte(out), &d); err != nil || len(d.Files) != 1 || d.Files[0].Path != "work-2.txt" {
 		t.Errorf("diff --session 2 after the recovery: %v\n%s", err, out)
 	}
@@ -480,7 +463,7 @@ echo "[CRYO:WAKE +1h]"
 		Session      int  `json:"session"`
 		FilesChanged *int `json:"files_changed"`
 	}
-	if err := json.Unmarshal([]byte(mustCryo(t, 0, env, dir, "history", "--dir", dir, "--json")), &rows); err != nil {
+	if err := json.Unmarshal([]byte(fixture.Must(t, 0, env, dir, "history", "--dir", dir, "--json")), &rows); err != nil {
 		t.Fatal(err)
 	}
 	if len(rows) != 2 || rows[1].FilesChanged == nil || *rows[1].FilesChanged != 1 {
@@ -491,10 +474,10 @@ echo "[CRYO:WAKE +1h]"
 	if code, out := bin(t, append(env, "CRYOCHAMBER_CRASH_AT=armed"), dir, "wake", "--dir", dir, "--now"); code != -9 {
 		t.Fatalf("the wake killed at armed: exit %d, want -9 (SIGKILL)\n%s", code, out)
 	}
-	mustCryo(t, 0, env, dir, "wake", "--dir", dir)
-	out = mustCryo(t, 0, env, dir, "diff", "--dir", dir, "--session", "3", "--json")
+	fixture.Must(t, 0, env, dir, "wake", "--dir", dir)
+	out = fixture.Must(t, 0, env, dir, "diff", "--dir", dir, "--session", "3", "--json")
 	if err := json.Unmarshal([]byte(out), &d); err != nil || len(d.Files) != 1 || d.Files[0].Path != "work-3.txt" {
 		t.Errorf("diff --session 3 after the recovery: %v\n%s", err, out)
 	}
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 }

@@ -1,4 +1,4 @@
-package main
+package binary
 
 // Issue 22, items 3 to 5 of its attack list (and the notice of code-bearing CLI configuration),
 // tried against the built binary and a real systemd user manager, as boundary_e2e_test.go does
@@ -14,13 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
 
 // privateDir is the chamber's private state directory (accepted cryo.toml, pin.json, env).
 func privateDir(m *systemdtest.Manager, dir string) string {
-	return filepath.Join(stateDirOf(m), "chambers", timer.ID(dir))
+	return filepath.Join(fixture.StateDir(m), "chambers", timer.ID(dir))
 }
 
 func readFile(t *testing.T, p string) []byte {
@@ -43,6 +44,7 @@ func readFile(t *testing.T, p string) []byte {
 // Before the change: reload exited 0 saying "changed: agent, agents, allowed_commands, fallback,
 // session_timeout", and the injected webhook was in force.
 func TestBoundaryReloadShowsEdits(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hooks := startHooks(t)
 	head := `watch_inbox = false
@@ -70,9 +72,9 @@ env = { OPENAI_API_KEY = "sk-agent-planted" }
 `, hooks.url("/evil?token=t0ken"))
 	agent := "#!/bin/sh\nif [ \"$CRYO_SESSION\" = 1 ]; then\ncat > cryo.toml <<'EOF'\n" + edited + "EOF\nfi\n" +
 		"echo \"[CRYO:EXIT 0] session $CRYO_SESSION\"\necho \"[CRYO:WAKE +1h]\"\n"
-	dir := boundaryChamber(t, toml, agent, nil)
-	env := managerEnv(m, "CRYO_TEST_HOOK_SECRET=op-secret-value")
-	mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	dir := fixture.Chamber(t, toml, agent, nil)
+	env := fixture.Env(m, "CRYO_TEST_HOOK_SECRET=op-secret-value")
+	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	if !bytes.Contains(readFile(t, filepath.Join(dir, "cryo.toml")), []byte("sk-agent-planted")) {
 		t.Fatal("session 1 did not edit cryo.toml")
 	}
@@ -118,8 +120,8 @@ env = { OPENAI_API_KEY = "sk-agent-planted" }
 
 	// The accepted configuration stays in force: the notice of the edit goes to the operator's
 	// webhook only.
-	mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now")
-	waitFor(t, 20*time.Second, "the notice of the edit", func() bool {
+	fixture.Must(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	fixture.WaitFor(t, 20*time.Second, "the notice of the edit", func() bool {
 		return hooks.count("/hook", `"reason":"config-ignored"`) == 1
 	})
 	if n := hooks.count("/evil"); n != 0 {
@@ -127,7 +129,7 @@ env = { OPENAI_API_KEY = "sk-agent-planted" }
 	}
 
 	// The operator read the list and accepts it.
-	out := mustCryo(t, 0, env, dir, "reload", "--yes", "--dir", dir)
+	out := fixture.Must(t, 0, env, dir, "reload", "--yes", "--dir", dir)
 	if !strings.Contains(out, "accepted cryo.toml (") {
 		t.Errorf("reload --yes:\n%s", out)
 	}
@@ -135,11 +137,11 @@ env = { OPENAI_API_KEY = "sk-agent-planted" }
 		t.Errorf("reload --yes did not accept cryo.toml")
 	}
 	// Nothing changed since: a reload (after the next upgrade) needs no --yes.
-	out = mustCryo(t, 0, env, dir, "reload", "--dir", dir)
+	out = fixture.Must(t, 0, env, dir, "reload", "--dir", dir)
 	if !strings.Contains(out, "accepted cryo.toml, the programs in the chamber and the environment") || strings.Contains(out, "changes:") {
 		t.Errorf("reload with nothing changed:\n%s", out)
 	}
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 }
 
 // Attack 3 of issue 22: relative PATH entries reach the agent. The operator's shell has ".",
@@ -150,6 +152,7 @@ env = { OPENAI_API_KEY = "sk-agent-planted" }
 //
 // Before the change: PATH was captured as the shell had it, and both sessions found it.
 func TestBoundaryRelativePath(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	shim := "#!/bin/sh\ntouch shim-ran\n"
 	agent := `#!/bin/sh
@@ -158,9 +161,9 @@ cryo-test-shim
 echo "[CRYO:EXIT 0] session $CRYO_SESSION"
 echo "[CRYO:WAKE +1h]"
 `
-	dir := boundaryChamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", agent,
+	dir := fixture.Chamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n", agent,
 		map[string]string{"cryo-test-shim": shim, "bin/cryo-test-shim": shim})
-	env := managerEnv(m, "PATH=.::bin:"+os.Getenv("PATH"))
+	env := fixture.Env(m, "PATH=.::bin:"+os.Getenv("PATH"))
 	code, stdout, stderr := cryoBounded(t, 60*time.Second, env, dir, "start", filepath.Join(dir, "plan.md"))
 	if code != 0 {
 		t.Fatalf("start exited %d\n%s%s", code, stdout, stderr)
@@ -168,7 +171,7 @@ echo "[CRYO:WAKE +1h]"
 	if !strings.Contains(stderr, `cryochamber: warning: PATH entries ".", "", "bin" are not absolute: left out of the PATH captured for the agent`) {
 		t.Errorf("start does not name the dropped entries:\n%s", stderr)
 	}
-	mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	fixture.Must(t, 0, env, dir, "wake", "--dir", dir, "--now")
 	relative := func(what, path string) {
 		for _, e := range strings.Split(path, ":") {
 			if !filepath.IsAbs(e) {
@@ -191,7 +194,7 @@ echo "[CRYO:WAKE +1h]"
 	if _, err := os.Stat(filepath.Join(dir, "shim-ran")); err == nil {
 		t.Error("the program planted in the chamber ran from the agent's PATH")
 	}
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 }
 
 // Attack 4 of issue 22: the pin misses wrappers, -c and -m. For each of the nine agent lines,
@@ -204,6 +207,7 @@ echo "[CRYO:WAKE +1h]"
 // Before the change: only `sh agent.sh` was refused; under the eight others session 1
 // hibernated and the next wake ran the new code.
 func TestBoundaryWrapperLines(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	// The accepted code rewrites the file at path (shell or Python) with v2, in session 1 only.
 	shV2 := "#!/bin/sh\ntouch v2-ran\necho \"[CRYO:EXIT 0] v2 ran\"\necho \"[CRYO:WAKE +1h]\"\n"
@@ -251,9 +255,9 @@ func TestBoundaryWrapperLines(t *testing.T) {
 			if c.v1 != "" {
 				files[c.code] = c.v1
 			}
-			dir := boundaryChamber(t, toml, sh, files)
+			dir := fixture.Chamber(t, toml, sh, files)
 			code := filepath.Join(dir, c.code)
-			env := managerEnv(m, "PYTHONPATH="+outside)
+			env := fixture.Env(m, "PYTHONPATH="+outside)
 			ran := func(when string) {
 				t.Helper()
 				if _, err := os.Stat(filepath.Join(dir, "v2-ran")); err == nil {
@@ -269,10 +273,10 @@ func TestBoundaryWrapperLines(t *testing.T) {
 			if warned := strings.Contains(stderr, "without -I or -P: -m puts the chamber (its working directory) first on sys.path"); warned != strings.Contains(c.line, " -m ") {
 				t.Errorf("start under %q: warned of python -m: %v\n%s", c.line, warned, stderr)
 			}
-			waitFor(t, 20*time.Second, "the refusal alert", func() bool {
+			fixture.WaitFor(t, 20*time.Second, "the refusal alert", func() bool {
 				return hooks.count("/hook", `"reason":"refused"`, c.refusal) == 1
 			})
-			if units := cryoUnitFiles(t, m); len(units) != 0 {
+			if units := fixture.UnitFiles(t, m, "cryo-"); len(units) != 0 {
 				t.Errorf("units left armed after the refusal: %v", units)
 			}
 			bin(t, env, dir, "wake", "--dir", dir, "--now")
@@ -286,7 +290,7 @@ func TestBoundaryWrapperLines(t *testing.T) {
 			} else if err := os.WriteFile(code, []byte(c.v1), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if out := mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md")); !strings.Contains(out, "session 2: EXIT 0 the accepted code") {
+			if out := fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md")); !strings.Contains(out, "session 2: EXIT 0 the accepted code") {
 				t.Fatalf("session 2 with the accepted code:\n%s", out)
 			}
 			// The new code is planted between two sessions: session 3 is refused with an alert.
@@ -298,13 +302,13 @@ func TestBoundaryWrapperLines(t *testing.T) {
 				t.Errorf("session 3 under %q, with the code planted: exit %d\n%s%s", c.line, exit, stdout, stderr)
 			}
 			ran("session 3")
-			waitFor(t, 20*time.Second, "the second refusal alert", func() bool {
+			fixture.WaitFor(t, 20*time.Second, "the second refusal alert", func() bool {
 				return hooks.count("/hook", `"reason":"refused"`, c.refusal) == 2
 			})
-			if units := cryoUnitFiles(t, m); len(units) != 0 {
+			if units := fixture.UnitFiles(t, m, "cryo-"); len(units) != 0 {
 				t.Errorf("units left armed after the refusal: %v", units)
 			}
-			mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+			fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 		})
 	}
 }
@@ -317,6 +321,7 @@ func TestBoundaryWrapperLines(t *testing.T) {
 //
 // Before the change: nothing told the operator.
 func TestBoundaryCLIConfigNotice(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hooks := startHooks(t)
 	toml := fmt.Sprintf("agent = \"./agent.sh\"\nwatch_inbox = false\n\n[[fallback]]\naction = \"webhook\"\ntarget = %q\n\n[webhook]\ntimeout = \"5s\"\nretries = 0\n", hooks.url("/hook"))
@@ -330,26 +335,26 @@ esac
 echo "[CRYO:EXIT 0] session $CRYO_SESSION"
 echo "[CRYO:WAKE +1h]"
 `
-	dir := boundaryChamber(t, toml, agent, nil)
-	env := managerEnv(m)
+	dir := fixture.Chamber(t, toml, agent, nil)
+	env := fixture.Env(m)
 	const notice = `"reason":"cli-config"`
-	out := mustCryo(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
+	out := fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
 	if !strings.Contains(out, `session 1 left CLI configuration that can run code in the chamber (added ".claude/settings.json")`) {
 		t.Errorf("start does not warn of the new configuration:\n%s", out)
 	}
-	waitFor(t, 20*time.Second, "the notice of .claude/settings.json", func() bool {
+	fixture.WaitFor(t, 20*time.Second, "the notice of .claude/settings.json", func() bool {
 		return hooks.count("/hook", notice, `.claude/settings.json`) == 1
 	})
-	mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now")
-	out = mustCryo(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	fixture.Must(t, 0, env, dir, "wake", "--dir", dir, "--now")
+	out = fixture.Must(t, 0, env, dir, "wake", "--dir", dir, "--now")
 	if !strings.Contains(out, `session 3 left CLI configuration that can run code in the chamber (changed ".claude/settings.json")`) {
 		t.Errorf("session 3 changed it, and the wake does not say so:\n%s", out)
 	}
-	waitFor(t, 20*time.Second, "the notice of session 3's change", func() bool {
+	fixture.WaitFor(t, 20*time.Second, "the notice of session 3's change", func() bool {
 		return hooks.count("/hook", notice) == 2
 	})
 	if n := hooks.count("/hook", notice, "session 2 left"); n != 0 {
 		t.Errorf("session 2 changed nothing, and gave %d notices:\n%s", n, hooks.describe())
 	}
-	mustCryo(t, 0, env, dir, "cancel", "--dir", dir)
+	fixture.Must(t, 0, env, dir, "cancel", "--dir", dir)
 }

@@ -1,4 +1,4 @@
-package main
+package binary
 
 // Issue 12, "Nothing stops silently": every way a plan was seen to stop, or a message to go
 // unanswered, with nobody told, tried end to end: the built binary, a private systemd user
@@ -15,7 +15,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,6 +30,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/internal/mailtest"
 	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/timer"
@@ -126,63 +126,44 @@ type trial struct {
 	m   *systemdtest.Manager
 	env []string
 	dir string
-	bin string // the cryochamber binary the trial runs (binPath unless a test installs a copy)
+	bin string // the cryochamber binary the trial runs (fixture.Binary() unless a test installs a copy)
 }
 
 // newTrial writes a chamber (plan.md, cryo.toml, agent.sh and the extra files) in a fresh
 // directory; files whose content starts with "#!" are executable.
 func newTrial(t *testing.T, m *systemdtest.Manager, toml, agent string, extra map[string]string) *trial {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "chamber")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]string{"plan.md": "Keep the garden watered.\n", "cryo.toml": toml, "agent.sh": agent}
+	files := fixture.Files{"plan.md": "Keep the garden watered.\n"}
 	for k, v := range extra {
 		files[k] = v
 	}
-	for name, data := range files {
-		mode := os.FileMode(0o644)
-		if strings.HasPrefix(data, "#!") {
-			mode = 0o755
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), mode); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return &trial{t: t, m: m, env: managerEnv(m), dir: dir, bin: binPath}
+	dir := fixture.Chamber(t, toml, agent, files)
+	return &trial{t: t, m: m, env: fixture.Env(m), dir: dir, bin: fixture.Binary()}
 }
 
 // run runs the binary in the chamber and returns its exit status and output (stdout and
 // stderr together), within 3 minutes.
 func (c *trial) run(args ...string) (int, string) {
 	c.t.Helper()
-	code, out, timedOut := runWithin(c.t, c.bin, c.env, c.dir, 3*time.Minute, args...)
-	if timedOut {
-		c.t.Fatalf("%s: still running after 3m\n%s", strings.Join(args, " "), out)
-	}
-	return code, out
+	r := c.cmd().Run(c.t, args...)
+	return r.Code, r.Output
+}
+
+// cmd is how the trial runs its binary.
+func (c *trial) cmd() fixture.Cmd {
+	return fixture.Cmd{Binary: c.bin, Env: c.env, Dir: c.dir, Limit: 3 * time.Minute}
 }
 
 // must runs the binary and fails the test unless it exits with want.
 func (c *trial) must(want int, args ...string) string {
 	c.t.Helper()
-	code, out := c.run(args...)
-	if code != want {
-		c.t.Fatalf("%s: exit %d, want %d\n%s", strings.Join(args, " "), code, want, out)
-	}
-	return out
+	return c.cmd().Must(c.t, want, args...)
 }
 
 // stdout runs the binary and returns what it printed on stdout alone (for --json).
 func (c *trial) stdout(args ...string) string {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, c.bin, args...)
-	cmd.Env, cmd.Dir = c.env, c.dir
-	out, _ := cmd.Output()
-	return string(out)
+	return c.cmd().Run(c.t, args...).Stdout
 }
 
 // start starts the chamber (session 1 runs) and expects exit status want.
@@ -248,10 +229,10 @@ func (s silentStatus) osTimer(kind string) *time.Time {
 // outbox reads every message of the chamber's outbox.
 func (c *trial) outbox() []*message.Message {
 	c.t.Helper()
-	names, _ := mailNames(c.dir, message.OutboxDir)
+	names, _ := fixture.MailNames(c.dir, message.OutboxDir)
 	var out []*message.Message
 	for _, n := range names {
-		m, err := mailRead(c.dir, message.OutboxDir, n)
+		m, err := fixture.MailRead(c.dir, message.OutboxDir, n)
 		if err != nil {
 			c.t.Fatalf("outbox %s: %v", n, err)
 		}
@@ -305,6 +286,7 @@ case "$last" in *"Messages claimed"*) echo '[CRYO:REPLY "ok"]';; esac
 // agent's own REPLY (issue 12, item 7: from about 92 on, the reply's in-reply-to passed what a
 // header holds, writing it failed, and none was answered).
 func TestSilent07HundredMessages(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 echo "[CRYO:EXIT 0] session $CRYO_SESSION"
@@ -318,7 +300,7 @@ case "$last" in *"Messages claimed"*) echo '[CRYO:REPLY "read all of them, thank
 	for i := 0; i < n; i++ {
 		c.must(0, "send", "--dir", c.dir, "--from", "alice", fmt.Sprintf("question %d", i))
 	}
-	sent, err := mailNames(c.dir, message.InboxDir)
+	sent, err := fixture.MailNames(c.dir, message.InboxDir)
 	if err != nil || len(sent) != n {
 		t.Fatalf("the inbox holds %d messages (%v), want %d", len(sent), err, n)
 	}
@@ -350,6 +332,7 @@ case "$last" in *"Messages claimed"*) echo '[CRYO:REPLY "read all of them, thank
 // messages it claimed, and the completion is announced to the operator (item 8: complete()
 // cleared the claims before the replies were built, so the REPLY had no in-reply-to).
 func TestSilent08CompletingSessionAnswers(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	agent := `#!/bin/sh
@@ -361,7 +344,7 @@ echo "[CRYO:EXIT 0] the garden is finished"
 	if err := os.MkdirAll(filepath.Join(c.dir, message.InboxDir), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	id, err := mailWrite(c.dir, message.InboxDir, &message.Message{From: "alice", Time: time.Now().UTC(), Body: "is it done?\n"})
+	id, err := fixture.MailWrite(c.dir, message.InboxDir, &message.Message{From: "alice", Time: time.Now().UTC(), Body: "is it done?\n"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,6 +382,7 @@ echo "[CRYO:EXIT 0] the garden is finished"
 // real wake service) that prints no WAKE keeps the plan's wake, and its prompt says so (item
 // 10: it completed the whole plan, silently).
 func TestSilent10EarlyWakeKeepsPlan(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	agent := `#!/bin/sh
@@ -421,7 +405,7 @@ echo "[CRYO:EXIT 0] answered a question"
 	}
 	plan := *before.NextWake
 	c.must(0, "send", "--dir", c.dir, "--wake", "will you water on Thursday?")
-	waitFor(t, 60*time.Second, "session 2, woken by send --wake, has finished", func() bool {
+	fixture.WaitFor(t, 60*time.Second, "session 2, woken by send --wake, has finished", func() bool {
 		s := c.status()
 		return s.Session == 2 && s.Phase != "running"
 	})
@@ -444,6 +428,7 @@ echo "[CRYO:EXIT 0] answered a question"
 // with an END line (exit=2 reason=invalid), an alert, and never "plan complete" in validate's
 // text or JSON; the same for a block without EXIT (item 11).
 func TestSilent11InvalidMarkersNeverComplete(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	agent := `#!/bin/sh
@@ -504,6 +489,7 @@ echo "[CRYO:WAKE +1h]"
 // the email from being sent (item 16: targets were tried in turn under one budget, and the
 // hanging webhook used it all).
 func TestSilent16SlowWebhookDoesNotStarveEmail(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, true)
 	smtp := mailtest.StartSMTP(t)
@@ -526,7 +512,7 @@ func TestSilent16SlowWebhookDoesNotStarveEmail(t *testing.T) {
 	case <-time.After(90 * time.Second):
 		t.Fatal("the webhook was not called within 90s")
 	}
-	waitFor(t, 45*time.Second, "the email alert arrives while the webhook hangs", func() bool {
+	fixture.WaitFor(t, 45*time.Second, "the email alert arrives while the webhook hangs", func() bool {
 		return len(mailsWith(smtp, "Invalid API key")) > 0
 	})
 	hook.unhold()
@@ -544,6 +530,7 @@ func TestSilent16SlowWebhookDoesNotStarveEmail(t *testing.T) {
 // reaches it, in the alert of a later session that failed (item 17: the operator's entry
 // came first, without a message, and the marker's was dropped as a duplicate).
 func TestSilent17AgentFallbackMessage(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	smtp := mailtest.StartSMTP(t)
@@ -579,6 +566,7 @@ exit 1
 // TestSilent18AlertsSayWhy: an alert quotes why the agent failed (its last lines: here
 // "Invalid API key"), names the host, and gives the exact command to resume (item 18).
 func TestSilent18AlertsSayWhy(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	smtp := mailtest.StartSMTP(t)
@@ -615,25 +603,14 @@ func TestSilent18AlertsSayWhy(t *testing.T) {
 }
 
 // runWithin runs the binary with env and a deadline of its own; timedOut reports that it was
-// still running at the deadline (and was killed).
+// still running at the deadline (and was killed); out is stdout and stderr together.
 func runWithin(t *testing.T, binary string, env []string, dir string, limit time.Duration, args ...string) (code int, out string, timedOut bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Env, cmd.Dir = env, dir
-	cmd.WaitDelay = 5 * time.Second
-	b, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
-		return -1, string(b), true
+	r := fixture.Cmd{Binary: binary, Env: env, Dir: dir, Limit: limit}.Try(args...)
+	if r.Err != nil {
+		t.Fatalf("%v: %v", args, r.Err)
 	}
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), string(b), false
-	}
-	if err != nil {
-		t.Fatalf("%v: %v", args, err)
-	}
-	return 0, string(b), false
+	return r.Code, r.Output, r.TimedOut
 }
 
 // wakeAt prints, in an agent script, a WAKE the given number of seconds from now (absolute, in
@@ -685,14 +662,7 @@ func TestSilent05KilledEarlySession(t *testing.T) {
 				c.must(0, "send", "--dir", c.dir, "--wake", "are you there?")
 			case "wake-now":
 				c.must(0, "send", "--dir", c.dir, "are you there?")
-				done := make(chan struct{})
-				go func() {
-					defer close(done)
-					cmd := exec.Command(c.bin, "wake", "--dir", c.dir, "--now")
-					cmd.Env, cmd.Dir = c.env, c.dir
-					_ = cmd.Run() // killed below
-				}()
-				t.Cleanup(func() { <-done })
+				c.cmd().Start(t, "wake", "--dir", c.dir, "--now") // killed below
 			}
 			var pid int
 			deadline := time.Now().Add(30 * time.Second)
@@ -709,7 +679,11 @@ func TestSilent05KilledEarlySession(t *testing.T) {
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 				t.Fatalf("kill -9 %d: %v", pid, err)
 			}
-			waitFor(t, 10*time.Second, "the wake is dead", func() bool { return !processLives(pid) })
+			// Dead and reaped by its parent (the user manager, or this test): until then its PID
+			// is a zombie's, which status, asking with signal 0, rightly sees as still there.
+			fixture.WaitFor(t, 30*time.Second, "the wake is dead and reaped", func() bool {
+				return !fixture.Exists(fmt.Sprintf("/proc/%d", pid))
+			})
 			// While it is dead, status says what will recover it: the session's dead-man.
 			s := c.status()
 			var deadman *time.Time
@@ -721,7 +695,7 @@ func TestSilent05KilledEarlySession(t *testing.T) {
 			}
 			if s.Phase != "running" || s.Holder == nil || s.Holder.Alive || deadman == nil ||
 				deadman.Before(s.Holder.Since.Add(20*time.Second)) || deadman.After(s.Holder.Since.Add(22*time.Second)) {
-				t.Fatalf("after the kill: %+v, dead-man %v; want running, the holder dead, a dead-man fallback_after (20s) after the session started", s, deadman)
+				t.Fatalf("after the kill: %+v, holder %+v, dead-man %v; want running, the holder dead, a dead-man fallback_after (20s) after the session started", s, s.Holder, deadman)
 			}
 			began := s.Holder.Since
 			if os := s.osTimer("fallback"); os == nil || !os.Equal(*deadman) {
@@ -732,7 +706,7 @@ func TestSilent05KilledEarlySession(t *testing.T) {
 				t.Errorf("status does not say the holder is dead and the dead-man is armed:\n%s", text)
 			}
 			// The dead-man recovers it: an alert, the message answered, a retry armed.
-			waitFor(t, 60*time.Second, "the dead-man alerts and recovers the session", func() bool {
+			fixture.WaitFor(t, 60*time.Second, "the dead-man alerts and recovers the session", func() bool {
 				s := c.status()
 				return len(hook.withReason("crashed")) > 0 && s.Phase == "armed"
 			})
@@ -791,7 +765,7 @@ echo "[CRYO:WAKE +1h]"
 	}
 	c.must(0, "send", "--dir", c.dir, "second question")
 	hook.unhold()
-	waitFor(t, 60*time.Second, "the second question is answered", func() bool {
+	fixture.WaitFor(t, 60*time.Second, "the second question is answered", func() bool {
 		for _, o := range c.outbox() {
 			if o.Kind == message.KindReply && o.Body == "answered\n" {
 				return true
@@ -832,7 +806,7 @@ func TestSilent09FailuresNeverEndPlan(t *testing.T) {
 		t.Fatalf("%d alerts after entering slow retry, want 1: %s", n, hook)
 	}
 	// The timer fires a minute later: session 2 fails too; no second alert, a notice.
-	waitFor(t, 100*time.Second, "the slow retry runs session 2", func() bool {
+	fixture.WaitFor(t, 100*time.Second, "the slow retry runs session 2", func() bool {
 		s := c.status()
 		return s.Session == 2 && s.Phase == "armed"
 	})
@@ -894,8 +868,8 @@ func TestSilent14SMTPOutage(t *testing.T) {
 		t.Fatalf("after the failed delivery: %d undelivered, alert timer %v (OS %v)", s.Undelivered, alertTimer, s.osTimer("alert"))
 	}
 	smtp.Start()
-	waitFor(t, 150*time.Second, "the mail arrives by the alert timer", func() bool { return len(smtp.Messages()) > 0 })
-	waitFor(t, 30*time.Second, "nothing is left to deliver and the alert timer is gone", func() bool {
+	fixture.WaitFor(t, 150*time.Second, "the mail arrives by the alert timer", func() bool { return len(smtp.Messages()) > 0 })
+	fixture.WaitFor(t, 30*time.Second, "nothing is left to deliver and the alert timer is gone", func() bool {
 		s := c.status()
 		return s.Undelivered == 0 && s.osTimer("alert") == nil
 	})
@@ -918,7 +892,7 @@ func TestSilent15BinaryRemoved(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(installed), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(binPath)
+	data, err := os.ReadFile(fixture.Binary())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -944,14 +918,14 @@ fi
 	if err := os.Remove(installed); err != nil {
 		t.Fatal(err)
 	}
-	c.bin = binPath // the operator's shell now finds another build; the timers do not
-	waitFor(t, time.Until(due.Add(60*time.Second)), "the dead-man alerts that the wake did not run", func() bool {
+	c.bin = fixture.Binary() // the operator's shell now finds another build; the timers do not
+	fixture.WaitFor(t, time.Until(due.Add(60*time.Second)), "the dead-man alerts that the wake did not run", func() bool {
 		return len(hook.withReason("missed")) > 0
 	})
 	if msg := fmt.Sprint(hook.withReason("missed")[0]["message"]); !strings.Contains(msg, installed) || !strings.Contains(msg, "gone") {
 		t.Errorf("the alert does not say the binary is gone:\n%s", msg)
 	}
-	waitFor(t, 60*time.Second, "the re-armed wake runs session 2", func() bool {
+	fixture.WaitFor(t, 60*time.Second, "the re-armed wake runs session 2", func() bool {
 		s := c.status()
 		return s.Session == 2 && s.Phase == "armed"
 	})
@@ -993,8 +967,8 @@ func TestSilent06MessageDuringReload(t *testing.T) {
 	const n = 10
 	for i := 0; i < n; i++ {
 		c.must(0, "send", "--dir", c.dir, fmt.Sprintf("question %d", i))
-		waitFor(t, 30*time.Second, fmt.Sprintf("question %d is answered", i), func() bool {
-			names, _ := mailNames(c.dir, message.InboxDir)
+		fixture.WaitFor(t, 30*time.Second, fmt.Sprintf("question %d is answered", i), func() bool {
+			names, _ := fixture.MailNames(c.dir, message.InboxDir)
 			return len(names) == 0 && c.status().Phase == "armed"
 		})
 	}
@@ -1078,7 +1052,7 @@ echo "[CRYO:EXIT 0] session $CRYO_SESSION"
 			t.Fatal(err)
 		}
 		// The real wake timer fires while the directory is not there.
-		waitFor(t, 60*time.Second, "the wake timer fires and alerts that the chamber is missing", func() bool {
+		fixture.WaitFor(t, 60*time.Second, "the wake timer fires and alerts that the chamber is missing", func() bool {
 			return len(hook.withReason("missing")) == 1
 		})
 		if err := os.Rename(away, c.dir); err != nil {
@@ -1108,6 +1082,7 @@ func timerIDGlob(dir string) string {
 // every lock attempt failed, the dead-man's included, before alerting; then every session
 // failed writing its prompt file there).
 func TestSilent04DotCryoIsAFile(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = false\n"+alertToml(hook, nil), okAgent, nil)
@@ -1140,145 +1115,19 @@ func TestSilent04DotCryoIsAFile(t *testing.T) {
 	}
 }
 
-// busProxy takes the place of the user manager's sockets ($XDG_RUNTIME_DIR/bus and
-// $XDG_RUNTIME_DIR/systemd/private; each real one is renamed beside it, where it still
-// answers) and relays every connection to the real one, except that it drops, once, the
-// connection whose client sends a message naming dropOn: a bus that closes a connection in the
-// middle of a conversation, as a restarting bus daemon does.
-type busProxy struct {
-	mu      sync.Mutex
-	dropOn  []byte
-	dropped int
-	lns     []net.Listener
-	conns   []net.Conn
-	wg      sync.WaitGroup
-}
-
-func startBusProxy(t *testing.T, m *systemdtest.Manager) *busProxy {
-	t.Helper()
-	p := &busProxy{}
-	for _, name := range []string{"bus", filepath.Join("systemd", "private")} {
-		path := filepath.Join(m.RuntimeDir, name)
-		if fi, err := os.Lstat(path); err != nil || fi.Mode().Type() != os.ModeSocket {
-			continue
-		}
-		real := path + ".real"
-		if err := os.Rename(path, real); err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("unix", path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.lns = append(p.lns, ln)
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				p.wg.Add(1)
-				go func() { defer p.wg.Done(); p.relay(c, real) }()
-			}
-		}()
-		t.Cleanup(func() {
-			_ = os.Remove(path)
-			_ = os.Rename(real, path)
-		})
-	}
-	if len(p.lns) == 0 {
-		t.Fatal("the manager has no socket to stand in front of")
-	}
-	t.Cleanup(p.close)
-	return p
-}
-
-// dropNext makes the proxy drop the next connection that sends a message containing s.
-func (p *busProxy) dropNext(s string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.dropOn = []byte(s)
-}
-
-func (p *busProxy) drops() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.dropped
-}
-
-func (p *busProxy) close() {
-	for _, ln := range p.lns {
-		ln.Close()
-	}
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
-func (p *busProxy) relay(client net.Conn, real string) {
-	server, err := net.Dial("unix", real)
-	if err != nil {
-		client.Close()
-		return
-	}
-	p.mu.Lock()
-	p.conns = append(p.conns, client, server)
-	p.mu.Unlock()
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(client, server); client.Close(); done <- struct{}{} }()
-	go func() {
-		defer func() { server.Close(); done <- struct{}{} }()
-		buf := make([]byte, 64<<10)
-		var tail []byte
-		for {
-			n, err := client.Read(buf)
-			if n > 0 {
-				window := append(tail, buf[:n]...)
-				p.mu.Lock()
-				drop := len(p.dropOn) > 0 && bytes.Contains(window, p.dropOn)
-				if drop {
-					p.dropOn = nil
-					p.dropped++
-				}
-				p.mu.Unlock()
-				if drop {
-					client.Close()
-					return
-				}
-				if _, werr := server.Write(buf[:n]); werr != nil {
-					return
-				}
-				if len(window) > 256 {
-					window = window[len(window)-256:]
-				}
-				tail = append([]byte(nil), window...)
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	<-done
-	<-done
-}
-
 // TestSilent12TransientBusErrors: a bus that drops the connection once while a session arms its
 // timers, or installs its inbox watcher, neither refuses the session nor skips the watcher: the
 // request is tried again on a new connection. A watcher removed behind cryochamber's back shows
 // in status and is installed again by the next session, and so does one stopped (item 12).
 func TestSilent12TransientBusErrors(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	// Each session asks for another time (+2h, +3h, ...), so each arming changes the timers.
 	agent := strings.Replace(okAgent, "[CRYO:WAKE +1h]", "[CRYO:WAKE +${CRYO_SESSION}h]", 1)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nwatch_inbox = true\n"+alertToml(hook, nil), agent, nil)
 	c.start(0)
-	proxy := startBusProxy(t, m)
+	proxy := fixture.StartBusProxy(t, m)
 	pathUnit := timer.ID(c.dir) + "-inbox.path"
 	for _, step := range []struct{ what, dropOn string }{
 		{"installing the inbox watcher", "inbox"}, // in the unit's name or its escaped object path
@@ -1289,14 +1138,12 @@ func TestSilent12TransientBusErrors(t *testing.T) {
 		{"reading a timer back", "NextElapseUSecRealtime"},
 	} {
 		before := c.status().Session
-		proxy.dropNext(step.dropOn)
+		drops := proxy.Drops()
+		proxy.DropNext(step.dropOn)
 		out := c.must(0, "wake", "--dir", c.dir, "--now")
-		if proxy.drops() == 0 {
+		if proxy.Drops() == drops {
 			t.Fatalf("%s: the proxy never saw %q", step.what, step.dropOn)
 		}
-		proxy.mu.Lock()
-		proxy.dropped = 0
-		proxy.mu.Unlock()
 		if strings.Contains(out, "cannot watch the inbox") || strings.Contains(out, "warning") {
 			t.Errorf("%s: the dropped connection shows:\n%s", step.what, out)
 		}
@@ -1458,8 +1305,8 @@ echo "[CRYO:WAKE +1h]"
 			code, out, _ := runWithin(t, c.bin, c.env, c.dir, 3*time.Minute, step.args...)
 			done <- result{code, out}
 		}()
-		waitFor(t, 30*time.Second, fmt.Sprintf("session %d is running", step.n), func() bool {
-			return fileExists(filepath.Join(c.dir, fmt.Sprintf("waiting-%d", step.n)))
+		fixture.WaitFor(t, 30*time.Second, fmt.Sprintf("session %d is running", step.n), func() bool {
+			return fixture.Exists(filepath.Join(c.dir, fmt.Sprintf("waiting-%d", step.n)))
 		})
 		m.Restart(t) // the manager and its bus go away and come back while the agent works
 		if err := os.WriteFile(filepath.Join(c.dir, fmt.Sprintf("go-%d", step.n)), nil, 0o644); err != nil {
@@ -1491,11 +1338,6 @@ echo "[CRYO:WAKE +1h]"
 	if code == 0 || !strings.Contains(out, "did not answer") {
 		t.Errorf("start against a silent bus: exit %d:\n%s", code, out)
 	}
-}
-
-func fileExists(p string) bool {
-	_, err := os.Lstat(p)
-	return err == nil
 }
 
 // TestSilent02StateStaysReadable: what sessions add to the state never grows it past what its
@@ -1544,7 +1386,7 @@ echo "[CRYO:WAKE +1h]"
 		t.Errorf("the dead-man after the TODOs:\n%s", out)
 	}
 	// What a wake reads stays small: the done items went to the archive.
-	priv := filepath.Join(stateDirOf(m), "chambers", timer.ID(c.dir))
+	priv := filepath.Join(fixture.StateDir(m), "chambers", timer.ID(c.dir))
 	data, err := os.ReadFile(filepath.Join(priv, "todo.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package binary
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
@@ -18,6 +19,7 @@ import (
 // that changed after the block (here: a stray line after its END) is read, and refused, as
 // before.
 func TestClosedBlockRecordChangesNothing(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	agent := `#!/bin/sh
 i=0
@@ -29,7 +31,7 @@ echo "[CRYO:EXIT 0] done"
 echo "[CRYO:WAKE +2h]"
 `
 	dir, env := newChamber(t, m, "cached", agent, "")
-	record := filepath.Join(stateDirOf(m), "chambers", timer.ID(dir), "block.json")
+	record := filepath.Join(fixture.StateDir(m), "chambers", timer.ID(dir), "block.json")
 	var cb struct {
 		Session  int               `json:"session"`
 		Markers  []json.RawMessage `json:"markers"`

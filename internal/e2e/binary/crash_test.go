@@ -1,21 +1,17 @@
-package main
+package binary
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/cryochamber/cryochamber/chamber"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/sessionlog"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
@@ -43,34 +39,12 @@ echo "[CRYO:WAKE +1h]"
 case "$last" in *"Messages claimed"*) echo '[CRYO:REPLY "ok"]';; esac
 `
 
-// bin runs the built cryochamber with env; it returns the exit status (-9 when SIGKILLed).
+// bin runs the built cryochamber with env; it returns the exit status (-9 when SIGKILLed) and
+// its output (stdout and stderr together).
 func bin(t *testing.T, env []string, dir string, args ...string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath, args...)
-	cmd.Env = env
-	cmd.Dir = dir
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, out.String()
-	case errors.As(err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return -int(ws.Signal()), out.String()
-		}
-		return ee.ExitCode(), out.String()
-	}
-	t.Fatalf("%v: %v\n%s", args, err, out.String())
-	return 0, ""
-}
-
-func managerEnv(m *systemdtest.Manager, extra ...string) []string {
-	env := append([]string{"PATH=" + os.Getenv("PATH"), "TZ=UTC", "LANG=C.UTF-8"}, m.Env()...)
-	return append(env, extra...)
+	r := fixture.Run(t, env, dir, args...)
+	return r.Code, r.Output
 }
 
 // TestCrashPoints kills `cryochamber wake` with SIGKILL at each stage of a wake, several times
@@ -78,6 +52,7 @@ func managerEnv(m *systemdtest.Manager, extra ...string) []string {
 // no session number ran twice, the claimed message was shown at most once and answered exactly
 // once, the armed timers agree with timer.json, and the chamber keeps working.
 func TestCrashPoints(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	points := []string{
 		"claimed",      // state saved as running with its claims; files not moved yet
@@ -107,17 +82,12 @@ func crashOnce(t *testing.T, m *systemdtest.Manager, point string, round int) {
 	}
 	// Unconfined: the agent kills its cryochamber parent (kill -9 $PPID), which a caged session
 	// cannot see (its PID namespace holds only itself).
-	files := map[string]string{
+	fixture.WriteFiles(t, dir, fixture.Files{
 		"plan.md":   "x\n",
 		"cryo.toml": "agent = \"./agent.sh\"\nwatch_inbox = false\n\n[sandbox]\nmode = \"off\"\n",
 		"agent.sh":  crashAgent,
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env := managerEnv(m)
+	})
+	env := fixture.Env(m)
 	if code, out := bin(t, env, dir, "start", filepath.Join(dir, "plan.md")); code != 0 {
 		t.Fatalf("start: %d\n%s", code, out)
 	}
@@ -147,7 +117,7 @@ func crashOnce(t *testing.T, m *systemdtest.Manager, point string, round int) {
 		t.Fatalf("wake with CRYOCHAMBER_CRASH_AT=%s exited %d, want SIGKILL\n%s", point, code, out)
 	}
 	// Whatever the point, timer.json parses.
-	if _, err := stateOf(m, dir); err != nil {
+	if _, err := fixture.State(m, dir); err != nil {
 		t.Fatalf("after the crash timer.json does not load: %v", err)
 	}
 
@@ -159,7 +129,7 @@ func crashOnce(t *testing.T, m *systemdtest.Manager, point string, round int) {
 		t.Fatalf("a wake after the recovery failed: %d\n%s", code, out)
 	}
 
-	st, err := stateOf(m, dir)
+	st, err := fixture.State(m, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +159,7 @@ func crashOnce(t *testing.T, m *systemdtest.Manager, point string, round int) {
 		seen[l] = true
 	}
 	// The message was claimed by one session, shown to it once, and answered exactly once.
-	if names, _ := mailNames(dir, message.InboxDir); len(names) != 0 {
+	if names, _ := fixture.MailNames(dir, message.InboxDir); len(names) != 0 {
 		t.Fatalf("the message is still in the inbox: %v", names)
 	}
 	if _, err := os.Stat(filepath.Join(dir, message.ArchiveDir, msgID+".md")); err != nil {
@@ -218,7 +188,7 @@ func crashOnce(t *testing.T, m *systemdtest.Manager, point string, round int) {
 
 func onlyMessage(t *testing.T, dir string) string {
 	t.Helper()
-	names, err := mailNames(filepath.Dir(filepath.Dir(dir)), filepath.Join(filepath.Base(filepath.Dir(dir)), filepath.Base(dir)))
+	names, err := fixture.MailNames(filepath.Dir(filepath.Dir(dir)), filepath.Join(filepath.Base(filepath.Dir(dir)), filepath.Base(dir)))
 	if err != nil || len(names) != 1 {
 		t.Fatalf("want one message in %s, got %v %v", dir, names, err)
 	}
@@ -227,11 +197,11 @@ func onlyMessage(t *testing.T, dir string) string {
 
 func repliesTo(t *testing.T, dir, id string) int {
 	t.Helper()
-	names, _ := mailNames(dir, message.OutboxDir)
+	names, _ := fixture.MailNames(dir, message.OutboxDir)
 	sort.Strings(names)
 	n := 0
 	for _, name := range names {
-		m, err := mailRead(dir, message.OutboxDir, name)
+		m, err := fixture.MailRead(dir, message.OutboxDir, name)
 		if err != nil {
 			t.Fatalf("outbox %s: %v", name, err)
 		}

@@ -1,4 +1,4 @@
-package main
+package binary
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 // PATH and HOME only (a sync under another state directory, "is not a chamber") and appended
 // for ever to sync/launchd.out, which nothing rotated.
 func TestLaunchdSyncInstallLikeStart(t *testing.T) {
+	t.Parallel()
 	fake := launchctltest.New(t)
 	home := t.TempDir()
 	stateHome := filepath.Join(t.TempDir(), "elsewhere")

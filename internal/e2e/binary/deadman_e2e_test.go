@@ -1,4 +1,4 @@
-package main
+package binary
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
@@ -18,6 +19,7 @@ import (
 // plan's own is an hour later). Joined only at the agent's start, a kill at the header found the
 // old timer stopped and the new one not yet created: no dead-man at all.
 func TestDeadmanArmedBeforeTheAgent(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	for _, point := range []string{"header", "output"} {
 		t.Run(point, func(t *testing.T) {
@@ -35,7 +37,7 @@ func TestDeadmanArmedBeforeTheAgent(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			env := managerEnv(m)
+			env := fixture.Env(m)
 			if code, out := bin(t, env, dir, "start", filepath.Join(dir, "plan.md")); code != 0 {
 				t.Fatalf("start: %d\n%s", code, out)
 			}

@@ -1,0 +1,193 @@
+package main
+
+// Issue 23, round 2, its leftovers (the rest is silent2_e2e_test.go): alerts that reach nobody
+// said in the digest and the heartbeat (item 12's second half), the inbox watcher lost (item 6),
+// thirty chambers overdue at the user manager's start (item 11's second half). Each is tried end
+// to end with the built binary against a private systemd user manager (timer/systemdtest), and a
+// real Dovecot and SMTP server where named.
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cryochamber/cryochamber/internal/heartbeat/hctest"
+	"github.com/cryochamber/cryochamber/internal/mailtest"
+	"github.com/cryochamber/cryochamber/timer"
+	"github.com/cryochamber/cryochamber/timer/systemdtest"
+)
+
+// TestSilent3_12NobodyInDigestAndHeartbeat: the chamber's only alert target is a chat hook
+// revoked for good (500). Once its delivery failed twice (the first attempt and the real alert
+// timer's retry a minute later) no alert reaches anyone: the heartbeat monitor (a stand-in
+// healthchecks.io, which alerts the operator by its own channels) gets /fail with that reason at
+// once and once only, and again instead of the success of the next good session; the next digest
+// says it at its top, and reaches the operator through the chamber's email channel (a real
+// Dovecot and SMTP server). Before, the digest said nothing of it and the monitor got a success.
+func TestSilent3_12NobodyInDigestAndHeartbeat(t *testing.T) {
+	m := systemdtest.Start(t)
+	hc := hctest.Start(t)
+	imap := mailtest.StartIMAP(t)
+	smtp := mailtest.StartSMTP(t)
+	revoked := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "hook revoked", http.StatusInternalServerError)
+	}))
+	t.Cleanup(revoked.Close)
+	agent := `#!/bin/sh
+if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:EXIT 2] the ferns look dry"; else echo "[CRYO:EXIT 0] watered"; fi
+echo "[CRYO:WAKE +1h]"
+`
+	toml := "min_interval = \"1s\"\nwatch_inbox = false\ntimezone = \"UTC\"\n" +
+		strings.Replace(fmt.Sprintf(syncToml, smtp.Port, imap.Port), "summaries = true\n", "", 1) +
+		"\n[webhook]\nretries = 0\n\n[[fallback]]\naction = \"webhook\"\ntarget = \"" + revoked.URL + "/hook\"\n" +
+		"\n[heartbeat]\nurl = \"" + hc.PingURL + "\"\n"
+	c := newTrial(t, m, toml, agent, nil)
+	c.env = append(c.env, "CRYO_IMAP_PW="+imap.Password)
+	c.start(0)
+	nobodyPings := func() []string {
+		var out []string
+		for _, e := range hc.Events() {
+			if e.Kind == "fail" && strings.Contains(e.Body, "NO ALERT REACHES ANYONE") {
+				out = append(out, e.Body)
+			}
+		}
+		return out
+	}
+	if n := len(nobodyPings()); n != 0 {
+		t.Fatalf("the monitor was told after one failed attempt: %v", hc.Events())
+	}
+	m.WaitFor(t, 150*time.Second, "the monitor is told that no alert reaches anyone", func() bool { return len(nobodyPings()) > 0 })
+	if b := nobodyPings()[0]; !strings.Contains(b, revoked.URL) || !strings.Contains(b, "500") || !strings.Contains(b, c.dir) {
+		t.Errorf("the /fail body: %q", b)
+	}
+	// Once: the next dead-man check does not ping again.
+	c.must(0, "fallback", "--dir", c.dir)
+	if n := len(nobodyPings()); n != 1 {
+		t.Errorf("%d /fail pings saying it after another dead-man check, want 1: %v", n, hc.Kinds())
+	}
+	// A session that ends well while it lasts reports /fail with the reason, not a success.
+	c.must(0, "wake", "--dir", c.dir, "--now")
+	ev := hc.Events()
+	var last string
+	for _, e := range ev {
+		if e.Kind == "success" || e.Kind == "fail" {
+			last = e.Kind + " " + e.Body
+		}
+	}
+	if !strings.HasPrefix(last, "fail session 2: NO ALERT REACHES ANYONE") || !strings.Contains(last, "EXIT 0") {
+		t.Errorf("session 2 ended well while no alert reaches anyone; the monitor's last ping: %q", last)
+	}
+
+	// The digest says it first, in its subject and at its top.
+	printed := c.must(0, "digest", "--dir", c.dir)
+	if !strings.HasPrefix(printed, "NO ALERT REACHES ANYONE: ") || strings.Index(printed, revoked.URL) > strings.Index(printed, "Sessions run:") {
+		t.Errorf("digest --dir prints:\n%s", printed)
+	}
+	c.must(0, "digest", "--dir", c.dir, "--send")
+	c.must(0, "sync")
+	mails := mailsWith(smtp, "Sessions run: 2")
+	if len(mails) == 0 {
+		var got []string
+		for _, r := range smtp.Messages() {
+			got = append(got, r.Header.Get("Subject"))
+		}
+		t.Fatalf("no digest mailed through the channel; mails: %q", got)
+	}
+	body := mails[0].Body
+	if i := strings.Index(body, "NO ALERT REACHES ANYONE"); i < 0 || i > strings.Index(body, "Sessions run:") || !strings.Contains(body, revoked.URL) {
+		t.Errorf("the mailed digest (subject %q):\n%s", mails[0].Header.Get("Subject"), body)
+	}
+	c.must(0, "cancel", "--dir", c.dir)
+}
+
+// overdueAgent records each session in runs.txt; session 1 wakes at the instant written in
+// wakeat (the test's), every later one an hour on.
+const overdueAgent = `#!/bin/sh
+echo "ran $CRYO_SESSION" >> runs.txt
+echo "[CRYO:EXIT 0] session $CRYO_SESSION"
+if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE $(cat wakeat)]"; else echo "[CRYO:WAKE +1h]"; fi
+`
+
+// TestSilent3_11ThirtyOverdueAtManagerStart: thirty chambers whose WAKE passed while the user
+// manager was down (a machine off overnight). When it starts again, every boot unit runs its
+// wake at once, thirty sessions run and thirty chambers arm (each arming reloads the manager)
+// together. Every chamber must end with its session run and its next wake armed, or with a retry
+// armed and an alert: none refused because our own contention outlasted the time a session is
+// given to hibernate (issue 23, item 11, its second half).
+func TestSilent3_11ThirtyOverdueAtManagerStart(t *testing.T) {
+	const n = 30
+	m := systemdtest.Start(t)
+	hook := startAlertHook(t, false)
+	wakeAt := time.Now().UTC().Add(n * 5 * time.Second).Truncate(time.Second)
+	toml := "agent = \"./agent.sh\"\nmin_interval = \"1s\"\n" + alertToml(hook, nil)
+	var cs []*trial
+	for i := 0; i < n; i++ {
+		c := newTrial(t, m, toml, overdueAgent, map[string]string{"wakeat": wakeAt.Format(time.RFC3339)})
+		c.start(0)
+		cs = append(cs, c)
+	}
+	if left := time.Until(wakeAt); left < 5*time.Second {
+		t.Fatalf("starting %d chambers took too long: their WAKE (%s) is %s away", n, wakeAt, left)
+	}
+	m.Stop(t)
+	time.Sleep(time.Until(wakeAt) + 5*time.Second)
+	m.Restart(t)
+	// Each chamber ends with session 2 run and its next wake armed, or a retry armed with an alert.
+	m.WaitFor(t, 10*time.Minute, "every overdue chamber to run its session or arm a retry", func() bool {
+		for _, c := range cs {
+			if !strings.Contains(c.file("runs.txt"), "ran 2") {
+				return false
+			}
+		}
+		return true
+	})
+	m.WaitIdle(t, 5*time.Minute, "cryo-*-wake.service")
+	var bad []string
+	for i, c := range cs {
+		s := c.status()
+		switch {
+		case s.Phase == "armed" && s.Retrying == nil && s.NextWake != nil && s.NextWake.After(wakeAt.Add(30*time.Minute)):
+		case s.Phase == "armed" && s.Retrying != nil && s.NextWake != nil:
+			t.Logf("chamber %d: a retry is armed (allowed: its alert says why): %+v", i, s)
+		default:
+			bad = append(bad, fmt.Sprintf("chamber %d: phase %s, next wake %v, last %+v, warnings %q", i, s.Phase, s.NextWake, s.Last, s.Warnings))
+		}
+	}
+	if refused := hook.withReason("refused"); len(refused) > 0 || len(bad) > 0 {
+		t.Errorf("%d refused alerts; %d chambers not on their plan:\n%s\n%v", len(refused), len(bad), strings.Join(bad, "\n"), refused)
+	}
+	for _, c := range cs {
+		c.run("cancel", "--dir", c.dir)
+	}
+}
+
+// TestSilent3_06WatcherAfterBurst: messages posted one after another, each answered by a quick
+// session (the dashboard's "send" without "wake", a chat), start the wake service more often
+// than systemd's default start limit allows (5 starts in 10 s). Then the watcher must still be
+// on, and the next message posted without "wake" must be answered by a session within seconds
+// (issue 23, item 6: it stayed in the inbox and the page said "the inbox watcher is not running").
+func TestSilent3_06WatcherAfterBurst(t *testing.T) {
+	m := systemdtest.Start(t)
+	hook := startAlertHook(t, false)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\n"+alertToml(hook, nil), okAgent, nil)
+	c.start(0)
+	id := timer.ID(c.dir)
+	pathUnit, wakeSvc := id+"-inbox.path", id+"-wake.service"
+	runs := func() int { return strings.Count(c.file("runs.txt"), "ran ") }
+	began := time.Now()
+	for i := 1; i <= 7; i++ {
+		want := runs() + 1
+		c.must(0, "send", fmt.Sprintf("message %d", i))
+		m.WaitFor(t, 60*time.Second, fmt.Sprintf("message %d to be answered", i), func() bool { return runs() >= want })
+		m.WaitIdle(t, 30*time.Second, wakeSvc)
+		t.Logf("message %d answered after %s: %s", i, time.Since(began).Round(time.Millisecond),
+			strings.Join(strings.Fields(m.Systemctl(t, "show", "-p", "ActiveState", "-p", "Result", pathUnit)), " "))
+	}
+	if st := strings.TrimSpace(m.Systemctl(t, "is-active", pathUnit)); st != "active" {
+		t.Errorf("after the burst the inbox watcher is %s: %s", st, m.Systemctl(t, "show", "-p", "Result", pathUnit))
+	}
+	c.must(0, "cancel", "--dir", c.dir)
+}

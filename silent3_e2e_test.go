@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/confined"
 	"github.com/cryochamber/cryochamber/internal/heartbeat/hctest"
 	"github.com/cryochamber/cryochamber/internal/mailtest"
+	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
@@ -188,6 +190,52 @@ func TestSilent3_06WatcherAfterBurst(t *testing.T) {
 	}
 	if st := strings.TrimSpace(m.Systemctl(t, "is-active", pathUnit)); st != "active" {
 		t.Errorf("after the burst the inbox watcher is %s: %s", st, m.Systemctl(t, "show", "-p", "Result", pathUnit))
+	}
+	if n := len(hook.alerts()); n != 0 {
+		t.Errorf("%d alerts or notices after a burst that lost nothing:\n%s", n, hook)
+	}
+
+	// A watcher lost all the same (stopped by hand here; a trigger limit, a unit of an older
+	// build), and a message dropped into inbox/ by a writer that does not start the wake:
+	// status (what the dashboard shows) finds it, and the wake it starts turns the watcher on
+	// again, tells the operator once, and answers the message.
+	lose := func(i int) {
+		t.Helper()
+		m.Systemctl(t, "stop", pathUnit)
+		want := runs() + 1
+		fs, err := confined.Open(c.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fs.Close()
+		if _, err := message.Write(fs, message.InboxDir, &message.Message{From: "alice", Time: time.Now().UTC(), Kind: message.KindMessage, Body: fmt.Sprintf("dropped %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		if runs() >= want {
+			t.Fatalf("a session ran with the watcher stopped: the test does not try what it says")
+		}
+		s := c.status()
+		if s.Watcher != "stopped" || !strings.Contains(strings.Join(s.Warnings, "\n"), "the wake service was started now") {
+			t.Errorf("status with the watcher stopped: watcher %q, warnings %q", s.Watcher, s.Warnings)
+		}
+		m.WaitFor(t, 60*time.Second, fmt.Sprintf("the dropped message %d to be answered", i), func() bool { return runs() >= want })
+		m.WaitIdle(t, 30*time.Second, wakeSvc)
+		if st := strings.TrimSpace(m.Systemctl(t, "is-active", pathUnit)); st != "active" {
+			t.Errorf("the watcher found stopped is %s after the wake", st)
+		}
+	}
+	lose(1)
+	notices := hook.withReason("watcher")
+	if len(notices) != 1 || !strings.Contains(fmt.Sprint(notices[0]["message"]), pathUnit) {
+		t.Errorf("%d notices `watcher`, want 1 naming %s:\n%s", len(notices), pathUnit, hook)
+	}
+	lose(2)
+	if n := len(hook.withReason("watcher")); n != 1 {
+		t.Errorf("%d notices `watcher` after the second loss the same day, want 1", n)
+	}
+	if s := c.status(); s.Watcher != "on" {
+		t.Errorf("status after: watcher %q, warnings %q", s.Watcher, s.Warnings)
 	}
 	c.must(0, "cancel", "--dir", c.dir)
 }

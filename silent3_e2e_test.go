@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -294,5 +296,36 @@ echo "[CRYO:WAKE +1h]"
 	if !strings.Contains(res.out, "the next wake was armed at try") || len(hook.withReason("timer")) != 0 {
 		t.Errorf("the wake does not say it armed late, or alerted (%d alerts):\n%s", len(hook.alerts()), res.out)
 	}
+	c.must(0, "cancel", "--dir", c.dir)
+}
+
+// TestSilent3_06InboxReplaced: the watched directory replaced behind the watcher (messages/inbox
+// renamed away and made again, as a restore from a backup or a careless agent would): inotify
+// watched the old directory, but systemd watches the path's parents too and sets its watches up
+// again, so a message dropped into the new inbox (by a writer that does not start the wake) is
+// still answered within seconds. Tried for issue 23, item 6: no defect found.
+func TestSilent3_06InboxReplaced(t *testing.T) {
+	m := systemdtest.Start(t)
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\n", okAgent, nil)
+	c.start(0)
+	inbox := filepath.Join(c.dir, message.InboxDir)
+	if err := os.Rename(inbox, inbox+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(inbox, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	m.WaitIdle(t, 30*time.Second, timer.ID(c.dir)+"-wake.service") // the rename's own event
+	before := strings.Count(c.file("runs.txt"), "ran ")
+	fs, err := confined.Open(c.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	if _, err := message.Write(fs, message.InboxDir, &message.Message{From: "alice", Time: time.Now().UTC(), Kind: message.KindMessage, Body: "into the new inbox"}); err != nil {
+		t.Fatal(err)
+	}
+	m.WaitFor(t, 60*time.Second, "the message in the new inbox to be answered", func() bool { return strings.Count(c.file("runs.txt"), "ran ") > before })
 	c.must(0, "cancel", "--dir", c.dir)
 }

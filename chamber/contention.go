@@ -23,6 +23,23 @@ import (
 // and the operator gets one alert `timer`. A refusal by the manager (a wrong time, a unit it
 // will not load) still refuses, as before.
 
+// stopKey is the context value that carries the Done channel of the wake's own context (ended
+// by SIGTERM: a shutdown or a logout) into the hibernation, whose context does not end with it.
+type stopKey struct{}
+
+// withStop returns hctx carrying the stop of ctx.
+func withStop(hctx, ctx context.Context) context.Context {
+	return context.WithValue(hctx, stopKey{}, ctx.Done())
+}
+
+// stopped reports whether the wake was told to stop (never, when ctx carries no stop).
+func stopped(ctx context.Context) <-chan struct{} {
+	if ch, ok := ctx.Value(stopKey{}).(<-chan struct{}); ok && ch != nil {
+		return ch
+	}
+	return nil
+}
+
 // armPatience bounds the tries; armTryTimeout is one try.
 const (
 	armPatience   = 5 * time.Minute
@@ -54,11 +71,18 @@ func (r *runner) armPatiently(ctx context.Context, f *finishing, rep *validate.R
 		r.warnf("%v", serr)
 	}
 	base := context.WithoutCancel(ctx)
+	stop := stopped(ctx)
 	for tries := 2; ; tries++ {
 		r.closeBackend()
 		select {
 		case <-time.After(time.Duration(min(tries, 10)) * time.Second):
-		case <-ctx.Done():
+		case <-stop:
+			// A shutdown or a logout: the manager is going away, and the wake is in the state
+			// for the boot unit of its next start (as for a session cut short: shutdown.go).
+			r.warnf("stopped while the timer manager was busy: the next wake, %s, is in the state; the boot unit arms it at the manager's next start", t.Format(time.RFC3339))
+			rest, release := context.WithTimeout(base, shutdownArmTimeout)
+			mergeChecks(rep, try, validate.Warn)
+			return rest, release, nil
 		}
 		tctx, cancel := context.WithTimeout(base, armTryTimeout)
 		try = validate.New(nil)

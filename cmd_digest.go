@@ -18,7 +18,10 @@ sealed item in the outbox, which sync publishes on the chamber's channels.
 With digest = "daily 09:00" or "weekly mon 09:00" in cryo.toml (the chamber's time zone;
 taken into force by start or reload), one user timer (cryochamber-digest.timer) runs
 ` + "`cryochamber digest --all --due --send`" + ` at every chamber's digest time: each chamber whose
-time has come since its last digest gets one. Nothing of ours runs between.`,
+time has come since its last digest gets one. Nothing of ours runs between.
+
+When an alert target keeps failing, the digest says so first; when every one fails, its
+subject begins "NO ALERT REACHES ANYONE".`,
 		Flags: []cli.Flag{dirFlag(),
 			&cli.BoolFlag{Name: "all", Usage: "every chamber this user started (instead of --dir)"},
 			&cli.BoolFlag{Name: "send", Usage: "deliver it to the alert targets and the outbox (channels) instead of printing it"},

@@ -120,6 +120,7 @@ func (r *runner) tellDegraded(ctx context.Context) {
 	}
 	r.tellShutdown(ctx)       // shutdown.go
 	r.tellFailingTargets(ctx) // targets.go
+	r.checkWatcher(ctx)       // watcher.go
 	_, err := os.Stat(r.store.path(EnvFileName))
 	switch {
 	case errors.Is(err, os.ErrNotExist) && r.st.Told["env"].IsZero():

@@ -152,6 +152,14 @@ func (r *runner) digest(rec digestRecord, now time.Time) (subject, text string, 
 		}
 	}
 	subject = fmt.Sprintf("%s: digest, %d session(s), %d failure(s)", filepath.Base(r.dir), c.Sessions, c.Failures)
+	// Alerts that reach nobody (or some target that fails) come first (nobody.go).
+	if failing := r.failingTargets(); len(failing) > 0 {
+		nobody := r.reachNobody(failing)
+		if nobody {
+			subject = "NO ALERT REACHES ANYONE: " + subject
+		}
+		fmt.Fprintf(&b, "%s\n\n", termtext.OneLine(failingText(failing, nobody), 2000))
+	}
 	fmt.Fprintf(&b, "Chamber %s\nFrom %s to %s (%s)\n\n", r.dir, from.In(loc).Format("2006-01-02 15:04"), now.In(loc).Format("2006-01-02 15:04"), loc)
 	fmt.Fprintf(&b, "State: %s\n", r.digestState(now))
 	fmt.Fprintf(&b, "Sessions run: %d\nFailures: %d\nReplies: %d (messages answered: %d)\nAlerts: %d\n", c.Sessions, c.Failures, c.Replies, c.Answered, c.Alerts)

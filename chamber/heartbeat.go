@@ -114,6 +114,9 @@ func (r *runner) heartbeatEnd(ctx context.Context, n int, good bool, reason stri
 		return
 	}
 	pinged := r.now()
+	if nobody := r.nobodyReason(); nobody != "" {
+		good, reason = false, nobody+"; "+reason // nobody.go: the monitor tells the operator
+	}
 	if h.URL != "" {
 		kind := heartbeat.Success
 		if !good {

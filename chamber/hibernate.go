@@ -44,9 +44,12 @@ func (r *runner) hibernate(ctx context.Context, f *finishing, validAt time.Time)
 		}
 		return r.complete(ctx, f, rep)
 	}
-	if err := r.arm(ctx, rep, *v.next); err != nil {
+	actx, release, err := r.armPatiently(ctx, f, rep, *v.next) // contention.go
+	defer release()
+	if err != nil {
 		return r.refuse(ctx, f, rep)
 	}
+	ctx = actx
 	r.env.checkpoint("armed")
 	r.hostChecks(rep)
 	if rep.Failed() {

@@ -173,7 +173,7 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 	// What follows must finish even when we were stopped (a shutdown sends SIGTERM and waits
 	// about 90 s): without a context of its own, arming the retry would fail and the chamber
 	// would stop for good after an ordinary reboot.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hibernateTimeout)
+	ctx, cancel := context.WithTimeout(withStop(context.WithoutCancel(ctx), ctx), hibernateTimeout) // contention.go: the stop is still seen
 	defer cancel()
 	f.m, f.o = result, o
 	var pinErr *programChanged

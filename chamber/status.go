@@ -402,9 +402,9 @@ func (s *StatusInfo) timers(ctx context.Context, r *runner) {
 			s.Watcher = "off" // a stopped chamber watches nothing
 		case !r.st.Phase.Active():
 		case s.Watcher == "missing":
-			s.Warnings = append(s.Warnings, "the inbox watcher is not installed: messages wait for the next wake (the next wake installs it again)")
+			s.Warnings = append(s.Warnings, "the inbox watcher is not installed: messages wait for the next wake (the next wake installs it again)"+r.kickWatcher(ctx, be))
 		case s.Watcher == "stopped":
-			s.Warnings = append(s.Warnings, fmt.Sprintf("the inbox watcher is not running (stopped, or failed at its trigger limit: systemctl --user status %s): messages wait for the next wake (the next wake starts it again)", timer.SystemdPathName(r.id)))
+			s.Warnings = append(s.Warnings, fmt.Sprintf("the inbox watcher is not running (stopped, or failed at its trigger limit: systemctl --user status %s): messages wait for the next wake (the next wake starts it again)", timer.SystemdPathName(r.id))+r.kickWatcher(ctx, be))
 		}
 	}
 	if s.TimerError == "" {

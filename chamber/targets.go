@@ -104,6 +104,8 @@ func (r *runner) tellFailingTargets(ctx context.Context) {
 			delete(r.st.Told, k)
 		}
 	}
+	nobody := r.reachNobody(failing)
+	r.tellHeartbeatNobody(ctx, nobody, termtext.OneLine(failingText(failing, true), 400)) // nobody.go
 	if len(failing) == 0 {
 		return
 	}

@@ -415,6 +415,12 @@ func serviceUnit(c Chamber, k Kind, argv []string) ([]*unit.UnitOption, error) {
 	}
 	return []*unit.UnitOption{
 		unit.NewUnitOption("Unit", "Description", "cryochamber "+string(k)+" for "+c.ID),
+		// No start limit: systemd's default (5 starts in 10 s) is reached by a few messages
+		// answered by quick sessions, and then refuses the next start; the inbox watcher that
+		// asked for it fails with unit-start-limit-hit and stays failed, so later messages
+		// wait for the next wake (issue 23, item 6). Every start here is asked for by a timer,
+		// the watcher or a command, and a wake with nothing to do ends at once.
+		unit.NewUnitOption("Unit", "StartLimitIntervalSec", "0"),
 		unit.NewUnitOption("Service", "Type", "oneshot"),
 		unit.NewUnitOption("Service", "ExecStart", exec),
 		// "-": a missing file does not stop the unit from starting. Removed by a cleanup, it

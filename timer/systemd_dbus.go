@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -234,15 +235,22 @@ func (b *systemdBackend) enabled(name string, opts []*unit.UnitOption) bool {
 
 // settled reports whether the manager runs the unit as its file on disk describes it, started
 // and waiting for its next event: loaded, no daemon-reload pending for it, active, waiting. Any
-// doubt (an error, another state) is false.
+// doubt (an error, another state) is false. A path unit whose service runs (SubState running:
+// the wake it started is the one asking) is settled too: restarting it there, at every
+// hibernation of a wake the watcher started, reached the path unit's own start limit after a few
+// messages, and systemd left the watcher failed (start-limit-hit) for good (issue 23, item 6).
 func (b *systemdBackend) settled(ctx context.Context, name string) bool {
+	sub := []any{"waiting"}
+	if strings.HasSuffix(name, ".path") {
+		sub = append(sub, "running")
+	}
 	want := []struct {
 		prop string
-		val  any
-	}{{"LoadState", "loaded"}, {"NeedDaemonReload", false}, {"ActiveState", "active"}, {"SubState", "waiting"}}
+		val  []any
+	}{{"LoadState", []any{"loaded"}}, {"NeedDaemonReload", []any{false}}, {"ActiveState", []any{"active"}}, {"SubState", sub}}
 	for _, w := range want {
 		p, err := b.conn.GetUnitPropertyContext(ctx, name, w.prop)
-		if err != nil || p.Value.Value() != w.val {
+		if err != nil || !slices.Contains(w.val, p.Value.Value()) {
 			return false
 		}
 	}

@@ -406,7 +406,7 @@ func TestSystemdUnitsCarryNoEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	allowed := map[string]bool{"Description": true, "Type": true, "ExecStart": true, "EnvironmentFile": true, "TimeoutStartSec": true}
+	allowed := map[string]bool{"Description": true, "StartLimitIntervalSec": true, "Type": true, "ExecStart": true, "EnvironmentFile": true, "TimeoutStartSec": true}
 	for _, o := range svc {
 		if !allowed[o.Name] {
 			t.Errorf("service carries %s=%s; only the 0600 environment file may hold variables", o.Name, o.Value)

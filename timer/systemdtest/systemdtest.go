@@ -244,6 +244,12 @@ func (m *Manager) start(t testing.TB) {
 	}
 	defer logf.Close()
 	fmt.Fprintf(logf, "--- systemdtest: starting %s --user at %s ---\n", managerBinary, time.Now().UTC().Format(time.RFC3339Nano))
+	// A manager that stopped cleanly may have removed its (empty) cgroup: make it again.
+	for _, cg := range m.cgroups {
+		if err := os.MkdirAll(cg, 0o755); err != nil {
+			t.Fatalf("systemdtest: the manager's cgroup: %v", err)
+		}
+	}
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Dir = m.Home
 	cmd.Env = append(m.Env(),

@@ -1166,6 +1166,8 @@ func TestSilent12TransientBusErrors(t *testing.T) {
 			t.Errorf("status with the watcher %s: watcher %q, warnings %q", what, s.Watcher, s.Warnings)
 		}
 		c.must(0, "wake", "--dir", c.dir, "--now")
+		// status started the wake service too (chamber/watcher.go): let it end before the next step.
+		m.WaitIdle(t, time.Minute, timer.ID(c.dir)+"-wake.service")
 		if s := c.status(); s.Watcher != "on" {
 			t.Errorf("the next session did not put the %s watcher back: %q", what, s.Watcher)
 		}

@@ -1,4 +1,4 @@
-package main
+package binary
 
 // Issue 23, round 2, its leftovers (the rest is silent2_e2e_test.go): alerts that reach nobody
 // said in the digest and the heartbeat (item 12's second half), the inbox watcher lost (item 6),
@@ -33,6 +33,7 @@ import (
 // says it at its top, and reaches the operator through the chamber's email channel (a real
 // Dovecot and SMTP server). Before, the digest said nothing of it and the monitor got a success.
 func TestSilent3_12NobodyInDigestAndHeartbeat(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hc := hctest.Start(t)
 	imap := mailtest.StartIMAP(t)
@@ -126,6 +127,7 @@ if [ "$CRYO_SESSION" = 1 ]; then echo "[CRYO:WAKE $(cat wakeat)]"; else echo "[C
 // a private manager restarted under that load does not answer systemdtest within its 30 s here;
 // the bus that goes away during a hibernation is TestSilent3_11ManagerSlowAtHibernation.)
 func TestSilent3_11ThirtyOverdueAtManagerStart(t *testing.T) {
+	t.Parallel()
 	const n = 30
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
@@ -182,6 +184,7 @@ func TestSilent3_11ThirtyOverdueAtManagerStart(t *testing.T) {
 // on, and the next message posted without "wake" must be answered by a session within seconds
 // (issue 23, item 6: it stayed in the inbox and the page said "the inbox watcher is not running").
 func TestSilent3_06WatcherAfterBurst(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\n"+alertToml(hook, nil), okAgent, nil)
@@ -257,6 +260,7 @@ func TestSilent3_06WatcherAfterBurst(t *testing.T) {
 // is armed, and the session's end says it was late (issue 23, item 11: "pass the hibernation
 // budget and refuse the plan").
 func TestSilent3_11ManagerSlowAtHibernation(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	agent := `#!/bin/sh
@@ -305,6 +309,7 @@ echo "[CRYO:WAKE +1h]"
 // again, so a message dropped into the new inbox (by a writer that does not start the wake) is
 // still answered within seconds. Tried for issue 23, item 6: no defect found.
 func TestSilent3_06InboxReplaced(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\n", okAgent, nil)
 	c.start(0)

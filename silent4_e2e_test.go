@@ -10,6 +10,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/chamber"
+	"github.com/cryochamber/cryochamber/internal/e2e"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
@@ -229,6 +231,122 @@ fi
 	}
 	if expected != len(rows) || lost != 0 {
 		t.Errorf("sessions expected %d, run %d, lost %d", expected, len(rows), lost)
+	}
+	c.must(0, "cancel", "--dir", c.dir)
+}
+
+// freezeManager freezes the private user manager and everything it runs (its own cgroup's
+// freezer, cgroup v2 `cgroup.freeze`) and returns the function that thaws it. While frozen,
+// nothing of the manager runs, as in a suspended machine; the wall clock goes on, so at the
+// thaw the manager finds its calendar timers elapsed together, as after a resume.
+func freezeManager(t *testing.T, m *systemdtest.Manager) (thaw func()) {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", m.PID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rel string
+	for _, l := range strings.Split(string(data), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::/"); ok {
+			rel, _, _ = strings.Cut(p, "/") // the manager's own cgroup, above what it made
+		}
+	}
+	var file string
+	for _, root := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
+		if f := filepath.Join(root, rel, "cgroup.freeze"); rel != "" && fileExists(f) {
+			file = f
+			break
+		}
+	}
+	if file == "" {
+		e2e.Skipf(t, "no cgroup v2 freezer for the manager's cgroup %q (Linux 5.2 or later)", rel)
+	}
+	if err := os.WriteFile(file, []byte("1"), 0); err != nil {
+		t.Fatalf("freeze %s: %v", file, err)
+	}
+	thawed := false
+	thaw = func() {
+		if thawed {
+			return
+		}
+		thawed = true
+		if err := os.WriteFile(file, []byte("0"), 0); err != nil {
+			t.Errorf("thaw %s: %v", file, err)
+		}
+	}
+	t.Cleanup(thaw) // before systemdtest's own cleanup (registered earlier) stops the manager
+	events := filepath.Join(filepath.Dir(file), "cgroup.events")
+	waitFor(t, 10*time.Second, "the manager frozen", func() bool {
+		b, _ := os.ReadFile(events)
+		return strings.Contains(string(b), "frozen 1")
+	})
+	return thaw
+}
+
+// TestSilent4_16Suspend: the machine sleeps across a session's WAKE and WAKE + fallback_after
+// (the whole private user manager frozen, then thawed), so the wake timer and the dead-man timer
+// elapse together at the resume. One session runs, with its DELAYED WAKE notice; the dead-man,
+// started at the same moment, sees it running or done and reports nothing (no false `missed`,
+// no `overdue`); the next wake and its dead-man are armed as usual.
+func TestSilent4_16Suspend(t *testing.T) {
+	m := systemdtest.Start(t)
+	hook := startAlertHook(t, false)
+	agent := `#!/bin/sh
+echo "ran $CRYO_SESSION" >> runs.txt
+cp .cryo/prompt.md "prompt-$CRYO_SESSION.txt"
+echo "[CRYO:EXIT 0] session $CRYO_SESSION"
+if [ "$CRYO_SESSION" = 1 ]; then
+	` + wakeAt(10) + `
+else
+	echo "[CRYO:WAKE +1h]"
+fi
+`
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\nfallback_after = \"15s\"\ndelayed_notice_after = \"5s\"\n"+alertToml(hook, nil), agent, nil)
+	c.start(0)
+	id := timer.ID(c.dir)
+	m.WaitIdle(t, 30*time.Second, id+"-*")
+	s := c.status()
+	if s.NextWake == nil || time.Until(*s.NextWake) < 2*time.Second {
+		t.Fatalf("session 1 left no WAKE ahead to sleep across: %+v", s)
+	}
+	wake := *s.NextWake
+	if fb := s.osTimer("fallback"); fb == nil || !fb.Equal(wake.Add(15*time.Second)) {
+		t.Fatalf("the dead-man is not armed at WAKE + fallback_after (%s): %v", wake.Add(15*time.Second).Format(time.RFC3339), fb)
+	}
+	thaw := freezeManager(t, m)
+	// Asleep until 10 s past WAKE + fallback_after.
+	time.Sleep(time.Until(wake.Add(25 * time.Second)))
+	thaw()
+	waitFor(t, 60*time.Second, "session 2 after the resume", func() bool { return strings.Contains(c.file("runs.txt"), "ran 2") })
+	// Both services (the wake and the dead-man) done, and more: the dead-man waits up to 30 s
+	// for a wake that fired with it.
+	m.WaitIdle(t, 90*time.Second, id+"-*")
+	if runs := c.file("runs.txt"); runs != "ran 1\nran 2\n" {
+		t.Errorf("runs.txt = %q, want sessions 1 and 2, once each", runs)
+	}
+	if p := c.file("prompt-2.txt"); !strings.Contains(p, "DELAYED") {
+		t.Errorf("session 2's prompt has no DELAYED WAKE notice:\n%s", tail(p, 2000))
+	}
+	if n := len(hook.alerts()); n != 0 {
+		t.Errorf("%d alerts after the resume, want none (no `missed`, no `overdue`):\n%s\njournal:\n%s", n, hook, tail(m.Journal(t), 6000))
+	}
+	s = c.status()
+	if s.Phase != "armed" || s.Session != 2 || s.NextWake == nil || time.Until(*s.NextWake) < 50*time.Minute {
+		t.Errorf("after the resume: %+v", s)
+	}
+	for _, kind := range []string{"wake", "fallback"} {
+		if s.osTimer(kind) == nil {
+			t.Errorf("no %s timer armed in the OS after the resume: %+v", kind, s.Timers)
+		}
+	}
+	for _, tm := range s.Timers {
+		if !tm.Agree {
+			t.Errorf("timer %s: state %v, OS %v: they disagree", tm.Kind, tm.Armed, tm.OS)
+		}
+	}
+	// The sleep was real: session 2 started past its WAKE + fallback_after.
+	if rows := historyRows(t, m, c.dir); len(rows) != 2 || rows[1].Started.Sub(wake) < 15*time.Second {
+		t.Errorf("session 2 did not start past WAKE + fallback_after (%s): %+v", wake.Add(15*time.Second).Format(time.RFC3339), rows)
 	}
 	c.must(0, "cancel", "--dir", c.dir)
 }

@@ -9,6 +9,8 @@ package main
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -349,4 +351,120 @@ fi
 		t.Errorf("session 2 did not start past WAKE + fallback_after (%s): %+v", wake.Add(15*time.Second).Format(time.RFC3339), rows)
 	}
 	c.must(0, "cancel", "--dir", c.dir)
+}
+
+// buildNewerFormat builds this tree as a later cryochamber whose state.json format an older
+// build refuses: chamber.stateFormat set at link time (chamber/stateformat.go) makes it write
+// version 2 (and read 1 and 2), where the build under test writes and reads only 1.
+func buildNewerFormat(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "cryochamber-newer")
+	cmd := exec.Command("go", "build", "-ldflags", "-X github.com/cryochamber/cryochamber/chamber.stateFormat=2", "-o", out, ".")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the newer format: %v\n%s", err, b)
+	}
+	return out
+}
+
+// installBinary puts the build at src at dst the way a package manager upgrades a program in
+// place: a new file renamed over the old name.
+func installBinary(t *testing.T, src, dst string) {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst+".new", data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dst+".new", dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSilent4_16PinnedOlderBuild: cryochamber upgraded in place (the file the timers run
+// replaced by a newer build) without `reload`, and the newer build writes a state.json the
+// older one refuses. The dead-man and alert timers run the copy of the binary pinned at `start`,
+// the older build: before the fix, when the dead-man fired (here at a WAKE that never ran), that
+// copy could not read the state; it could not do its work (no `missed`, nothing re-armed) and,
+// built before the degraded alerts of issue 23, exited 1 saying nothing to anyone. Now the build
+// that writes the state pins a copy of itself for the dead-man first (chamber/repin.go), so the
+// dead-man always reads what the last writer wrote: it reports `missed` and re-arms the wake.
+func TestSilent4_16PinnedOlderBuild(t *testing.T) {
+	newer := buildNewerFormat(t)
+	m := systemdtest.Start(t)
+	hook := startAlertHook(t, false)
+	installed := filepath.Join(t.TempDir(), "opt", "cryochamber")
+	installBinary(t, binPath, installed)
+	agent := `#!/bin/sh
+echo "ran $CRYO_SESSION" >> runs.txt
+echo "[CRYO:EXIT 0] session $CRYO_SESSION"
+case "$CRYO_SESSION" in
+1) ` + wakeAt(8) + `;;
+2) ` + wakeAt(12) + `;;
+*) echo "[CRYO:WAKE +1h]";;
+esac
+`
+	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\nfallback_after = \"15s\"\n"+alertToml(hook, nil), agent, nil)
+	c.bin = installed
+	c.start(0)
+	id := timer.ID(c.dir)
+	store := filepath.Join(stateDirOf(m), "chambers", id)
+	pinnedCopy := func() string {
+		var p struct {
+			Copy string `json:"binary_copy"`
+		}
+		b, _ := os.ReadFile(filepath.Join(store, "pin.json"))
+		if err := json.Unmarshal(b, &p); err != nil {
+			t.Fatalf("pin.json: %v\n%s", err, b)
+		}
+		return p.Copy
+	}
+	old := pinnedCopy()
+	if old == "" {
+		t.Fatal("start pinned no copy of the binary")
+	}
+
+	// The upgrade, in place, before session 1's WAKE; no reload.
+	installBinary(t, newer, installed)
+	waitFor(t, 60*time.Second, "session 2, run by the newer build from the wake timer", func() bool { return strings.Contains(c.file("runs.txt"), "ran 2") })
+	m.WaitIdle(t, 30*time.Second, id+"-*")
+	var st struct {
+		Version int `json:"version"`
+	}
+	if b, err := os.ReadFile(filepath.Join(store, "state.json")); err != nil || json.Unmarshal(b, &st) != nil || st.Version != 2 {
+		t.Fatalf("the newer build did not write its format (version %d, %v)", st.Version, err)
+	}
+
+	// Session 2's WAKE never runs (its timer stopped, as if lost): the dead-man at WAKE +
+	// fallback_after is the one to notice.
+	m.Systemctl(t, "stop", id+"-wake.timer")
+	waitFor(t, 90*time.Second, "the dead-man's alert", func() bool { return len(hook.alerts()) > 0 })
+	m.WaitIdle(t, 30*time.Second, id+"-*")
+	if got := hook.withReason("missed"); len(got) != 1 {
+		t.Errorf("the dead-man sent no alert missed, or more than one:\n%s\njournal:\n%s", hook, tail(m.Journal(t), 4000))
+	}
+	if got := hook.withReason("state"); len(got) != 0 {
+		t.Errorf("the dead-man could not read the state:\n%s", hook)
+	}
+	waitFor(t, 60*time.Second, "session 3, re-armed by the dead-man", func() bool { return strings.Contains(c.file("runs.txt"), "ran 3") })
+	if cp := pinnedCopy(); cp == old {
+		t.Errorf("pin.json still names the older build's copy %s", cp)
+	} else if a, b := sha256File(t, cp), sha256File(t, newer); a != b {
+		t.Errorf("the pinned copy %s is not the newer build", cp)
+	}
+	c.must(0, "cancel", "--dir", c.dir)
+}
+
+func sha256File(t *testing.T, p string) string {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }

@@ -40,7 +40,7 @@ func Cancel(ctx context.Context, env *Env, opts CancelOptions) error {
 	if err := s.setFlag(cancelledName, env.Now()); err != nil {
 		return &Error{Msg: "cannot record the cancel", Err: err}
 	}
-	r, _, err := open(ctx, env, dir, openOptions{command: "cancel", readOnly: true})
+	r, _, err := open(ctx, env, dir, openOptions{command: "cancel", unlocked: true})
 	if err != nil {
 		// The state does not load: still remove every timer, by the ID the path gives, so a
 		// broken chamber can always be stopped.
@@ -92,7 +92,7 @@ func Cancel(ctx context.Context, env *Env, opts CancelOptions) error {
 		}
 		end := env.Now().UTC().Truncate(time.Second)
 		o := outcome{start: end, end: end, exit: 2, reason: EndCrashed, detail: "the session's process died; the chamber was then cancelled"}
-		if err := r.finishClaims(r.st.Session, nil, o); err != nil {
+		if err := r.finishClaims(&finishing{n: r.st.Session, o: o}, nil); err != nil {
 			r.warnf("%v", err)
 		}
 		r.st.Claimed = nil
@@ -187,11 +187,12 @@ func (r *runner) cancelRequested() bool { return r.store.flag(cancelledName) }
 
 // honourCancel is a session that finished after a cancel: remove what it armed, answer what it
 // claimed, and end cancelled.
-func (r *runner) honourCancel(ctx context.Context, n int, o outcome) error {
+func (r *runner) honourCancel(ctx context.Context, f *finishing) error {
+	n, o := f.n, f.o
 	if err := r.removeTimers(ctx); err != nil {
 		r.warnf("%v", err)
 	}
-	if err := r.finishClaims(n, nil, o); err != nil {
+	if err := r.finishClaims(f, nil); err != nil {
 		r.warnf("%v", err)
 	}
 	r.st.Timers = Timers{}
@@ -199,11 +200,11 @@ func (r *runner) honourCancel(ctx context.Context, n int, o outcome) error {
 	r.st.Wake = nil
 	r.st.Holder = nil
 	r.st.Claimed = nil
-	r.st.Last = r.outcomeRecord(n, o, "cancelled during the session")
+	r.st.Last = r.outcomeRecord(f, "cancelled during the session")
 	if err := r.save(); err != nil {
 		return err
 	}
-	r.recordHistory(n, o, nil, "cancelled")
+	r.recordHistory(f, nil, "cancelled")
 	r.heartbeatEnd(ctx, n, o.exit != 2 && !o.failed(), "cancelled during the session", nil, true)
 	r.printf("the chamber was cancelled during session %d: nothing armed", n)
 	return nil

@@ -37,7 +37,7 @@ func NotifyChannel(ctx context.Context, env *Env, dir, name string, down bool, f
 	if err != nil {
 		return err
 	}
-	r := &runner{env: env, dir: abs, id: id, store: s, out: env.Stdout, readOnly: true}
+	r := &runner{env: env, dir: abs, id: id, store: s, out: env.Stdout, unlocked: true}
 	r.cfg = r.acceptedConfig()
 	if r.st, err = s.load(); err != nil {
 		r.st = &State{Chamber: abs, ID: id}

@@ -126,12 +126,14 @@ const maxReplyIDs = 40
 // finishClaims answers every claimed message: with the agent's REPLY markers, or with a reply
 // from cryochamber saying what happened. Reply names are derived from the session, so a
 // recovery that runs this twice writes each reply once. It also finishes the claimed TODOs.
-func (r *runner) finishClaims(n int, m *marker.Result, o outcome) error {
+// m holds the REPLY markers that answer (nil: cryochamber answers).
+func (r *runner) finishClaims(f *finishing, m *marker.Result) error {
+	n, o := f.n, f.o
 	ids := make([]string, 0, len(r.st.Claimed))
 	for _, name := range r.st.Claimed {
 		ids = append(ids, strings.TrimSuffix(name, ".md"))
 	}
-	r.answered = len(ids)
+	f.answered = len(ids)
 	var errs []error
 	t := o.end.UTC()
 	if t.IsZero() {
@@ -159,9 +161,9 @@ func (r *runner) finishClaims(n int, m *marker.Result, o outcome) error {
 			write(k, "agent", rep.Text)
 		}
 	} else if len(ids) > 0 {
-		write(0, "cryochamber", fallbackReply(n, m, o))
+		write(0, "cryochamber", fallbackReply(f, m))
 	}
-	if err := r.finishTodos(n, o); err != nil {
+	if err := r.finishTodos(f); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -188,8 +190,9 @@ func replySubject(r *runner, n int) string {
 	return fmt.Sprintf("session %d of %s", n, filepath.Base(r.dir))
 }
 
-// fallbackReply is cryochamber's answer when the agent did not REPLY.
-func fallbackReply(n int, m *marker.Result, o outcome) string {
+// fallbackReply is cryochamber's answer when the agent did not REPLY (m: the markers judged).
+func fallbackReply(f *finishing, m *marker.Result) string {
+	n, o := f.n, f.o
 	switch {
 	case o.reason == EndInvalid:
 		return fmt.Sprintf("Session %d read your message, but its answer could not be used (invalid markers), so the chamber stopped. The operator has been alerted.\n", n)

@@ -14,7 +14,7 @@ import (
 // the agent (waiting in the inbox, or claimed into the archive), and what came back (the
 // outbox: replies, notices, alerts). It reads only, and marks nothing read.
 func Conversation(ctx context.Context, env *Env, dir string, perBox int) ([]ReceivedMessage, error) {
-	r, _, err := open(ctx, env, dir, openOptions{readOnly: true})
+	r, _, err := open(ctx, env, dir, openOptions{unlocked: true})
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ const maxDocument = 256 << 10
 // ReadDocuments reads the chamber's plan and NOTES.md through the confined opener (a symlink
 // or a FIFO there is shown as an error, never followed or waited on).
 func ReadDocuments(ctx context.Context, env *Env, dir string) (*Documents, error) {
-	r, _, err := open(ctx, env, dir, openOptions{readOnly: true})
+	r, _, err := open(ctx, env, dir, openOptions{unlocked: true})
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func readHead(fs *confined.Dir, name string, limit int64) (string, bool, error) 
 // RequestWake starts the chamber's wake service now (`send --wake` without a message): the
 // session runs under the OS timer manager, not in the caller.
 func RequestWake(ctx context.Context, env *Env, dir string) error {
-	r, _, err := open(ctx, env, dir, openOptions{readOnly: true})
+	r, _, err := open(ctx, env, dir, openOptions{unlocked: true})
 	if err != nil {
 		return err
 	}

@@ -323,7 +323,7 @@ func (r *runner) pendingAlerts() []*pendingAlert {
 		}
 	}
 	sort.Strings(names)
-	if len(names) > maxPending && !r.readOnly {
+	if len(names) > maxPending && !r.unlocked {
 		for _, n := range names[:len(names)-maxPending] {
 			_ = os.Remove(r.store.path(filepath.Join(alertsDir, n)))
 			r.logNote("alert " + strings.TrimSuffix(n, ".json") + " given up: too many undelivered alerts")
@@ -386,7 +386,7 @@ func (r *runner) redeliver(ctx context.Context) {
 // or removes it when nothing is pending. The timer runs the pinned copy of the binary (like the
 // dead-man), so that it still runs if the installed binary was removed.
 func (r *runner) armAlertTimer(ctx context.Context) {
-	if r.readOnly {
+	if r.unlocked {
 		return
 	}
 	var next *time.Time
@@ -426,7 +426,7 @@ func (r *runner) armAlertTimer(ctx context.Context) {
 
 // logNote appends a "# " line to the log between blocks, when the chamber can be written.
 func (r *runner) logNote(text string) {
-	if r.fs == nil || r.readOnly {
+	if r.fs == nil || r.unlocked {
 		return
 	}
 	if err := sessionlog.AppendNote(r.logPath(), r.now(), text); err != nil {

@@ -71,7 +71,7 @@ func Digest(ctx context.Context, env *Env, opts DigestOptions) error {
 }
 
 func digestOne(ctx context.Context, env *Env, dir string, opts DigestOptions) error {
-	r, _, err := open(ctx, env, dir, openOptions{readOnly: true})
+	r, _, err := open(ctx, env, dir, openOptions{unlocked: true})
 	if err != nil {
 		return err
 	}
@@ -234,7 +234,7 @@ func (r *runner) historyRows(from, to time.Time) []HistoryRow {
 // one digest timer is rewritten with the times of every chamber that wants a digest (removed
 // when none does).
 func (r *runner) syncDigestTimer(ctx context.Context) {
-	if r.readOnly {
+	if r.unlocked {
 		return
 	}
 	cancelled := r.cancelRequested() // a start clears it before this; a cancel sets it
@@ -260,7 +260,7 @@ func (r *runner) syncDigestTimer(ctx context.Context) {
 			phase = PhaseCancelled
 		}
 		if dir != r.dir {
-			o, _, err := open(ctx, r.env, dir, openOptions{readOnly: true})
+			o, _, err := open(ctx, r.env, dir, openOptions{unlocked: true})
 			if err != nil {
 				continue
 			}

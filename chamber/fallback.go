@@ -20,7 +20,7 @@ type FallbackOptions struct {
 // It needs nothing from the chamber: a chamber that is missing, full or sabotaged is reported
 // from the private state alone.
 func Fallback(ctx context.Context, env *Env, opts FallbackOptions) error {
-	pre, _, err := open(ctx, env, opts.Dir, openOptions{readOnly: true, degraded: true})
+	pre, _, err := open(ctx, env, opts.Dir, openOptions{unlocked: true, degraded: true})
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func Fallback(ctx context.Context, env *Env, opts FallbackOptions) error {
 // has been running longer than fallback_after (it hangs, or the agent is stuck), without
 // touching the state the session owns.
 func hungCheck(ctx context.Context, env *Env, dir string) error {
-	r, _, err := open(ctx, env, dir, openOptions{readOnly: true})
+	r, _, err := open(ctx, env, dir, openOptions{unlocked: true})
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func hungCheck(ctx context.Context, env *Env, dir string) error {
 		return nil
 	}
 	_ = r.store.setFlag(flag, now)
-	r.readOnly = false // may deliver, never saves: the state belongs to the running session
+	r.unlocked = false // delivers as a holder would, yet never saves: the lock and the state are the running session's
 	text := fmt.Sprintf("session %d (due %s) is still running after fallback_after (%s): pid %d since %s. It is killed at session_timeout (%s) and then retried.",
 		r.st.Session, fmtTime(r.st.Wake), r.cfg.FallbackAfter.D, h.PID, h.Since.Format(time.RFC3339), r.cfg.SessionTimeout.D)
 	r.alert(ctx, r.st.Session, "overdue", text, fmt.Sprintf("look at `cryochamber log --dir %s --follow`; to stop it: kill %d", dir, h.PID), nil)

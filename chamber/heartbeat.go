@@ -75,7 +75,7 @@ func (r *runner) loadHeartbeat() HeartbeatRecord {
 // noteHeartbeat records the answer to one request. The record is a report for status, never
 // read to decide anything.
 func (r *runner) noteHeartbeat(what string, err error, change func(*HeartbeatRecord)) {
-	if r.readOnly || r.store == "" {
+	if r.unlocked || r.store == "" {
 		return
 	}
 	rec := r.loadHeartbeat()

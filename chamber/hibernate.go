@@ -16,10 +16,11 @@ import (
 // use the last. After max_retries the chamber retries every slow_retry.
 var retryDelays = []time.Duration{5 * time.Minute, 15 * time.Minute, 60 * time.Minute}
 
-// hibernate validates the markers of session n, arms the timers and saves the state.
-func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outcome, validAt time.Time) error {
+// hibernate validates the markers of session f, arms the timers and saves the state.
+func (r *runner) hibernate(ctx context.Context, f *finishing, validAt time.Time) error {
+	n, m, o := f.n, f.m, f.o
 	now := r.now()
-	r.lastMarkers = m
+	f.judged = m
 	rep := validate.New(r.out)
 	rep.Session = n
 	if len(m.Errors) == 0 {
@@ -30,29 +31,29 @@ func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outco
 	}
 	v := r.judge(rep, m, validAt, r.st.Reason)
 	if rep.Failed() {
-		return r.refuse(ctx, n, rep, o)
+		return r.refuse(ctx, f, rep)
 	}
-	if err := r.addTodos(n, m.Todos, validAt); err != nil {
+	if err := r.addTodos(f, validAt); err != nil {
 		rep.Add(validate.StepLog, validate.Fail, "cannot record the TODOs: %v", err)
-		return r.refuse(ctx, n, rep, o)
+		return r.refuse(ctx, f, rep)
 	}
 	r.guardKey = v.guard.keys()
 	if v.next == nil {
 		if v.guard != nil && v.guard.End != "" {
 			r.guardEnded = v.guard // guardrails.go: the plan ends by a limit, not by the agent
 		}
-		return r.complete(ctx, n, m, o, rep)
+		return r.complete(ctx, f, rep)
 	}
 	if err := r.arm(ctx, rep, *v.next); err != nil {
-		return r.refuse(ctx, n, rep, o)
+		return r.refuse(ctx, f, rep)
 	}
 	r.env.checkpoint("armed")
 	r.hostChecks(rep)
 	if rep.Failed() {
-		return r.refuse(ctx, n, rep, o)
+		return r.refuse(ctx, f, rep)
 	}
 	if r.cancelRequested() {
-		return r.honourCancel(ctx, n, o)
+		return r.honourCancel(ctx, f)
 	}
 	failingSince := r.st.RetryingSince // set: this session ends a run of failures
 	r.st.Phase = PhaseArmed
@@ -64,9 +65,9 @@ func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outco
 	r.st.Retries = 0
 	r.st.RetryingSince = nil
 	r.recordMarkers(m)
-	r.st.Last = r.outcomeRecord(n, o, exitSummary(m))
+	r.st.Last = r.outcomeRecord(f, exitSummary(m))
 	r.st.Holder = nil
-	if err := r.finishClaims(n, m, o); err != nil {
+	if err := r.finishClaims(f, m); err != nil {
 		r.warnf("%v", err)
 	}
 	r.st.Claimed = nil
@@ -75,11 +76,11 @@ func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outco
 	if err := r.save(); err != nil {
 		return err
 	}
-	r.recordHistory(n, o, m, "")
-	r.fileSummary(n, o, m, v.next)
+	r.recordHistory(f, m, "")
+	r.fileSummary(f, v.next)
 	if r.cancelRequested() {
 		// cancel ran between our check and the save: it may have removed timers we then armed.
-		return r.honourCancel(ctx, n, o)
+		return r.honourCancel(ctx, f)
 	}
 	rep.WriteVerdict(r.out)
 	r.printf("hibernating: session %d at %s (%s)", n+1, v.next.In(r.cfg.Location).Format(time.RFC3339), Relative(*v.next, now))
@@ -94,7 +95,7 @@ func (r *runner) hibernate(ctx context.Context, n int, m *marker.Result, o outco
 			fmt.Sprintf("read `cryochamber log --dir %s --session %d`; the chamber goes on as the agent asked", r.dir, n), m)
 	}
 	r.rearmIfPassed(ctx) // slowalert.go: a wake that fell due during the delivery
-	return r.saveLast(ctx, n, o)
+	return r.saveLast(ctx, f)
 }
 
 // arm arms the wake timer for t and the dead-man timer after it, recording steps 4 to 6. The
@@ -232,9 +233,10 @@ func (r *runner) hostChecks(rep *validate.Report) {
 
 // complete ends the plan: no WAKE and nothing pending. It is never silent: the outbox and the
 // operator's targets get a notice.
-func (r *runner) complete(ctx context.Context, n int, m *marker.Result, o outcome, rep *validate.Report) error {
+func (r *runner) complete(ctx context.Context, f *finishing, rep *validate.Report) error {
+	n, m, o := f.n, f.m, f.o
 	if r.cancelRequested() {
-		return r.honourCancel(ctx, n, o)
+		return r.honourCancel(ctx, f)
 	}
 	rep.Add(validate.StepTimer, validate.Skip, "plan complete: no timer to arm")
 	rep.Add(validate.StepReadback, validate.Skip, "plan complete")
@@ -244,7 +246,7 @@ func (r *runner) complete(ctx context.Context, n int, m *marker.Result, o outcom
 		r.warnf("%v", err)
 	}
 	// The claimed messages are answered before the claims are cleared.
-	if err := r.finishClaims(n, m, o); err != nil {
+	if err := r.finishClaims(f, m); err != nil {
 		r.warnf("%v", err)
 	}
 	r.st.Phase = PhaseComplete
@@ -254,7 +256,7 @@ func (r *runner) complete(ctx context.Context, n int, m *marker.Result, o outcom
 	r.st.Retries = 0
 	r.st.RetryingSince = nil
 	r.recordMarkers(m)
-	r.st.Last = r.outcomeRecord(n, o, exitSummary(m))
+	r.st.Last = r.outcomeRecord(f, exitSummary(m))
 	r.st.Holder = nil
 	r.st.Claimed = nil
 	r.st.Warnings = nil
@@ -263,8 +265,8 @@ func (r *runner) complete(ctx context.Context, n int, m *marker.Result, o outcom
 	if err := r.save(); err != nil {
 		return err
 	}
-	r.recordHistory(n, o, m, "")
-	r.fileSummary(n, o, m, nil)
+	r.recordHistory(f, m, "")
+	r.fileSummary(f, nil)
 	rep.WriteVerdict(r.out)
 	r.printf("plan complete after session %d: timers removed", n)
 	summary := exitSummary(m)
@@ -279,22 +281,23 @@ func (r *runner) complete(ctx context.Context, n int, m *marker.Result, o outcom
 	if m.Exit != nil && m.Exit.Code == 2 {
 		r.alert(ctx, n, "failure", fmt.Sprintf("session %d ended the plan with a failure (EXIT 2): %s", n, summary), r.resumeHint(), m)
 	}
-	return r.saveLast(ctx, n, o)
+	return r.saveLast(ctx, f)
 }
 
 // refuse is a validation refusal: nothing stays armed, the alerts go out, exit 1.
-func (r *runner) refuse(ctx context.Context, n int, rep *validate.Report, o outcome) error {
+func (r *runner) refuse(ctx context.Context, f *finishing, rep *validate.Report) error {
+	n, o := f.n, f.o
 	if r.cancelRequested() {
 		// A cancel that raced this session (it may have removed the timer between our arming and
 		// the read-back) wins: the operator asked for nothing to run, so nothing is an error.
-		return r.honourCancel(ctx, n, o)
+		return r.honourCancel(ctx, f)
 	}
 	rep.Finish()
 	rep.OK = false
 	if err := r.disarmAll(ctx); err != nil {
 		r.warnf("%v", err)
 	}
-	if err := r.finishClaims(n, r.lastMarkers, o); err != nil {
+	if err := r.finishClaims(f, f.judged); err != nil {
 		r.warnf("%v", err)
 	}
 	r.st.Phase = PhaseFailed
@@ -305,10 +308,10 @@ func (r *runner) refuse(ctx context.Context, n int, rep *validate.Report, o outc
 	if reason == "" {
 		reason = "refused"
 	}
-	r.st.Last = r.outcomeRecord(n, o, "refused to hibernate")
+	r.st.Last = r.outcomeRecord(f, "refused to hibernate")
 	r.st.Last.Reason = reason
 	saveErr := r.save()
-	r.recordHistory(n, o, r.lastMarkers, "refused")
+	r.recordHistory(f, f.judged, "refused")
 	rep.WriteVerdict(r.out)
 	msg := fmt.Sprintf("session %d: refused to hibernate; no timer is armed: the plan has stopped.\n%s", n, strings.Join(rep.Errors, "\n"))
 	if tail := r.blockTail(n, 8); tail != "" {
@@ -330,18 +333,19 @@ func (r *runner) refuse(ctx context.Context, n int, rep *validate.Report, o outc
 // after max_retries the operator is alerted once and the chamber keeps retrying every
 // slow_retry until a session succeeds (a "recovered" notice) or the operator cancels. An outage
 // never ends a plan by itself.
-func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) error {
+func (r *runner) retry(ctx context.Context, f *finishing) error {
+	n, m, o := f.n, f.m, f.o
 	if r.cancelRequested() {
-		return r.honourCancel(ctx, n, o)
+		return r.honourCancel(ctx, f)
 	}
 	now := r.now()
 	r.st.Retries++
 	max := *r.cfg.MaxRetries
-	r.st.Last = r.outcomeRecord(n, o, o.detail)
+	r.st.Last = r.outcomeRecord(f, o.detail)
 	// A session that failed did not answer: the FALLBACK targets of the latest session that
 	// did stay (they are what the agent asked for if a later wake fails, as this one did). Its
 	// own FALLBACK markers, if any, still reach this alert through m.
-	if err := r.finishClaims(n, nil, o); err != nil {
+	if err := r.finishClaims(f, nil); err != nil {
 		r.warnf("%v", err)
 	}
 	t, slow := retryAt(r.st.Retries, max, r.cfg.SlowRetry.D, o.end, now)
@@ -356,7 +360,7 @@ func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) 
 	rep.SetWake(t)
 	rep.Add(validate.StepWake, validate.Pass, "retry at %s (%s)", t.Format(time.RFC3339), Relative(t, now))
 	if err := r.arm(ctx, rep, t); err != nil {
-		return r.refuse(ctx, n, rep, o)
+		return r.refuse(ctx, f, rep)
 	}
 	firstSlow := slow && r.st.RetryingSince == nil
 	if firstSlow {
@@ -371,7 +375,7 @@ func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) 
 	if err := r.save(); err != nil {
 		return err
 	}
-	r.recordHistory(n, o, m, "")
+	r.recordHistory(f, m, "")
 	r.heartbeatEnd(ctx, n, false, fmt.Sprintf("failed (%s); retry at %s", o.reason, t.Format(time.RFC3339)), &t, false)
 	why := fmt.Sprintf("Session %d failed (%s): %s.", n, o.reason, o.detail)
 	if tail := r.blockTail(n, 8); tail != "" {
@@ -392,7 +396,7 @@ func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) 
 			r.st.Retries, max, t.Format(time.RFC3339)))
 	}
 	r.rearmIfPassed(ctx) // slowalert.go: a retry that fell due during the delivery
-	if err := r.saveLast(ctx, n, o); err != nil || r.st.Phase == PhaseCancelled {
+	if err := r.saveLast(ctx, f); err != nil || r.st.Phase == PhaseCancelled {
 		return err
 	}
 	msg := fmt.Sprintf("session %d failed (%s); retry %d of %d armed at %s", n, o.reason, r.st.Retries, max, t.Format(time.RFC3339))
@@ -409,12 +413,12 @@ func (r *runner) retry(ctx context.Context, n int, m *marker.Result, o outcome) 
 //
 // When nothing changed since the save before it (no alert, no notice), nothing is written
 // again: the cancel check is what matters, and a save costs two fsyncs.
-func (r *runner) saveLast(ctx context.Context, n int, o outcome) error {
+func (r *runner) saveLast(ctx context.Context, f *finishing) error {
 	if err := r.saveChanged(); err != nil {
 		return err
 	}
 	if r.cancelRequested() && r.st.Phase != PhaseCancelled {
-		return r.honourCancel(ctx, n, o)
+		return r.honourCancel(ctx, f)
 	}
 	return nil
 }
@@ -435,9 +439,10 @@ func retryAt(k, maxRetries int, slowRetry time.Duration, end, now time.Time) (t 
 	return t, slow
 }
 
-// outcomeRecord is the Outcome the state keeps of session n.
-func (r *runner) outcomeRecord(n int, o outcome, summary string) *Outcome {
-	return &Outcome{Session: n, Exit: o.exit, Summary: summary, Reason: string(o.reason), Why: r.why, Start: o.start.UTC(), End: o.end.UTC()}
+// outcomeRecord is the Outcome the state keeps of session f.
+func (r *runner) outcomeRecord(f *finishing, summary string) *Outcome {
+	o := f.o
+	return &Outcome{Session: f.n, Exit: o.exit, Summary: summary, Reason: string(o.reason), Why: f.why, Start: o.start.UTC(), End: o.end.UTC()}
 }
 
 // disarmAll removes the wake and dead-man timers and the inbox watcher (the alert timer stays

@@ -58,21 +58,22 @@ func (s store) historyFile(year int) string {
 
 // recordHistory appends session n to the index (best effort: the index is a convenience, the
 // log is the record).
-func (r *runner) recordHistory(n int, o outcome, m *marker.Result, stop string) {
-	if r.readOnly || r.recorded {
+func (r *runner) recordHistory(f *finishing, m *marker.Result, stop string) {
+	if r.unlocked || f.recorded {
 		return // a session has one row, even when a cancel ends it after it was recorded
 	}
-	r.recorded = true
+	f.recorded = true
+	n, o := f.n, f.o
 	// The session has ended: a later one may be reported overdue again.
 	r.store.clearFlag(fmt.Sprintf("overdue-%d", n))
 	due := o.start
-	if r.dueAt != nil {
-		due = *r.dueAt
+	if f.due != nil {
+		due = *f.due
 	}
 	row := HistoryRow{
 		Session: n, Why: r.st.Reason, Due: due.UTC(), Started: o.start.UTC(), Ended: o.end.UTC(),
 		Late: max(o.start.Sub(due), 0).Round(time.Second).String(), Duration: o.end.Sub(o.start).Round(time.Second).String(),
-		Exit: o.exit, Answered: r.answered, FilesChanged: r.filesChanged,
+		Exit: o.exit, Answered: f.answered, FilesChanged: f.filesChanged,
 	}
 	if r.st.Last != nil && r.st.Last.Session == n {
 		row.Why = r.st.Last.Why
@@ -99,18 +100,18 @@ func (r *runner) recordHistory(n int, o outcome, m *marker.Result, stop string) 
 		row.NextWake = r.st.Wake.UTC().Format(time.RFC3339)
 	}
 	row.Guardrail = r.guardKey
-	r.bookUsage(&row, m, o.end) // ledger.go
+	r.bookUsage(f, &row, m) // ledger.go
 	line, err := json.Marshal(row)
 	if err != nil {
 		return
 	}
-	f, err := os.OpenFile(r.store.historyFile(o.end.UTC().Year()), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	file, err := os.OpenFile(r.store.historyFile(o.end.UTC().Year()), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		r.warnf("cannot record session %d in the history: %v", n, err)
 		return
 	}
-	defer f.Close()
-	if _, err := f.Write(append(line, '\n')); err != nil {
+	defer file.Close()
+	if _, err := file.Write(append(line, '\n')); err != nil {
 		r.warnf("cannot record session %d in the history: %v", n, err)
 	}
 }

@@ -25,7 +25,7 @@ const historyChunk = 64 << 10
 // given, and more says whether earlier ones were left out. An error of fn stops it and is
 // returned as it is.
 func EachHistory(ctx context.Context, env *Env, opts HistoryOptions, fn func(HistoryRow) error) (more bool, err error) {
-	r, _, err := open(ctx, env, opts.Dir, openOptions{readOnly: true})
+	r, _, err := open(ctx, env, opts.Dir, openOptions{unlocked: true})
 	if err != nil {
 		return false, err
 	}

@@ -106,23 +106,24 @@ func (r *runner) sessionCost(m *marker.Result) *sessionUsage {
 	return usageOf(m)
 }
 
-// bookSpend adds session n's cost to the running spend, once, before its next wake is chosen
-// (so that the session that spends the budget is the last of the period).
-func (r *runner) bookSpend(n int, m *marker.Result, end time.Time) {
-	if r.booked || r.readOnly {
+// bookSpend adds session f's cost (its usage, else m's USAGE marker) to the running spend,
+// once, before its next wake is chosen (so that the session that spends the budget is the last
+// of the period).
+func (r *runner) bookSpend(f *finishing, m *marker.Result) {
+	if f.booked || r.unlocked {
 		return
 	}
-	r.booked = true
+	f.booked = true
 	u := r.sessionCost(m)
-	r.guardState().Spend.add(end, r.cfg.Location, u)
+	r.guardState().Spend.add(f.o.end, r.cfg.Location, u)
 	if (u == nil || u.CostUSD == nil) && r.cfg.guard.budgeted() {
-		r.unknownCost = n
+		r.unknownCost = f.n
 	}
 }
 
-// bookUsage records session n's usage in its history row (and in the spend, if not yet).
-func (r *runner) bookUsage(row *HistoryRow, m *marker.Result, end time.Time) {
-	r.bookSpend(row.Session, m, end)
+// bookUsage records session f's usage in its history row (and in the spend, if not yet).
+func (r *runner) bookUsage(f *finishing, row *HistoryRow, m *marker.Result) {
+	r.bookSpend(f, m)
 	if u := r.sessionCost(m); u != nil {
 		row.TokensIn, row.TokensOut, row.CostUSD, row.UsageSource = u.TokensIn, u.TokensOut, u.CostUSD, u.Source
 	}

@@ -19,7 +19,7 @@ type LogOptions struct {
 // PrintLog prints the log, one session, or follows it. It reads without the lock: only whole
 // lines are ever appended, so a reader never sees half a line.
 func PrintLog(ctx context.Context, env *Env, opts LogOptions) error {
-	r, _, err := open(ctx, env, opts.Dir, openOptions{readOnly: true})
+	r, _, err := open(ctx, env, opts.Dir, openOptions{unlocked: true})
 	if err != nil {
 		return err
 	}

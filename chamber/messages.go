@@ -38,7 +38,7 @@ func Send(ctx context.Context, env *Env, opts SendOptions) error {
 	if strings.TrimSpace(opts.Text) == "" {
 		return usageErr(`cryochamber send "text" (or - to read the text from standard input)`, "the message is empty")
 	}
-	r, _, err := open(ctx, env, opts.Dir, openOptions{readOnly: true})
+	r, _, err := open(ctx, env, opts.Dir, openOptions{unlocked: true})
 	var ce *Error
 	started := err == nil
 	if err != nil && (!errors.As(err, &ce) || ce.Kind != Usage) {
@@ -135,7 +135,7 @@ func (r *runner) nudge(ctx context.Context) bool {
 // the chamber in dir without opening it (sync): it starts the wake service if the chamber
 // watches its inbox, and reports whether it does.
 func Nudge(ctx context.Context, env *Env, dir string) (bool, error) {
-	r, _, err := open(ctx, env, dir, openOptions{readOnly: true})
+	r, _, err := open(ctx, env, dir, openOptions{unlocked: true})
 	if err != nil {
 		return false, err
 	}
@@ -167,7 +167,7 @@ type ReceivedMessage struct {
 // Receive prints the outbox messages not printed before, and marks them read. Every piece of
 // text goes through the terminal sanitizer: the agent wrote most of it.
 func Receive(ctx context.Context, env *Env, opts ReceiveOptions) error {
-	r, _, err := open(ctx, env, opts.Dir, openOptions{readOnly: true})
+	r, _, err := open(ctx, env, opts.Dir, openOptions{unlocked: true})
 	if err != nil {
 		return err
 	}

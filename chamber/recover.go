@@ -20,7 +20,7 @@ func (r *runner) recover(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	n := r.st.Session
-	r.why, r.dueAt = r.st.Reason, r.st.Wake
+	f := &finishing{n: n, why: r.st.Reason, due: r.st.Wake}
 	if h := r.st.Holder; h != nil && h.Agent != nil {
 		// The process that died may have left its agent running: end it before anything
 		// else runs, so that no session runs beside an orphan.
@@ -69,14 +69,14 @@ func (r *runner) recover(ctx context.Context) (bool, error) {
 			end = closed.End.End
 		}
 		r.printf("recovering: session %d crashed (its process died); closed its block as failed", n)
-		o := outcome{start: info.Start, end: end, exit: 2, reason: EndCrashed, detail: "the session's process died before it finished"}
-		r.snapshotRecovered(ctx, n) // snapshot.go
-		return true, r.retry(ctx, n, m, o)
+		f.m, f.o = m, outcome{start: info.Start, end: end, exit: 2, reason: EndCrashed, detail: "the session's process died before it finished"}
+		r.snapshotRecovered(ctx, f) // snapshot.go
+		return true, r.retry(ctx, f)
 	}
 	r.printf("recovering: session %d finished but did not hibernate; finishing now", n)
-	o := outcome{start: info.Start, end: info.End.End, exit: info.End.Exit, reason: Ending(info.End.Reason)}
-	r.snapshotRecovered(ctx, n) // snapshot.go
-	return true, r.afterSession(ctx, n, m, o, info.End.End)
+	f.m, f.o = m, outcome{start: info.Start, end: info.End.End, exit: info.End.Exit, reason: Ending(info.End.Reason)}
+	r.snapshotRecovered(ctx, f) // snapshot.go
+	return true, r.afterSession(ctx, f, info.End.End)
 }
 
 // blockMarkers parses the markers of a block from the log (the recovery and validate paths;

@@ -18,7 +18,7 @@ const mailboxKeep = 35 * 24 * time.Hour
 // work once per month (the state records the month it rotated up to); a failure is a warning
 // and is tried again at the next session. The caller holds the lock and saves the state.
 func (r *runner) rotateMailbox() {
-	if r.fs == nil || r.readOnly {
+	if r.fs == nil || r.unlocked {
 		return
 	}
 	c := r.now().UTC().Add(-mailboxKeep)

@@ -29,7 +29,7 @@ func ParseWhen(s string, loc *time.Location, now time.Time) (time.Time, error) {
 
 // ChamberLocation is the time zone the chamber at dir reads times in (its accepted timezone).
 func ChamberLocation(ctx context.Context, env *Env, dir string) *time.Location {
-	r, _, err := open(ctx, env, dir, openOptions{readOnly: true})
+	r, _, err := open(ctx, env, dir, openOptions{unlocked: true})
 	if err != nil {
 		return env.Local
 	}

@@ -70,7 +70,7 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 	r.st.Session = n
 	r.st.Wake = &due
 	r.st.Reason = why
-	r.why, r.dueAt = why, &due
+	f := &finishing{n: n, why: why, due: &due}
 	r.st.Holder = &Holder{PID: r.env.PID, Session: n, Since: start.UTC().Truncate(time.Second), Command: "wake"}
 	r.countSession(start) // guardrails.go
 	// The claim is committed by saving the state (phase running, the claimed names); only then
@@ -116,8 +116,9 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 			_ = block.End(r.now(), 2, "log")
 		}
 		end := r.now().UTC().Truncate(time.Second)
-		return r.retry(ctx, n, nil, outcome{start: start.UTC().Truncate(time.Second), end: end, exit: 2, reason: EndLog,
-			detail: fmt.Sprintf("the chamber cannot be written, so the session did not run: %v", err)})
+		f.o = outcome{start: start.UTC().Truncate(time.Second), end: end, exit: 2, reason: EndLog,
+			detail: fmt.Sprintf("the chamber cannot be written, so the session did not run: %v", err)}
+		return r.retry(ctx, f)
 	}
 	// Saved with the agent's process group as it starts (one save instead of three: each is two
 	// fsyncs). Until then the state holds the previous offset, a hint that Latest checks, and
@@ -166,20 +167,21 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 	}
 	r.env.checkpoint("ended")
 	r.printf("session %d: %s", n, describe(o, result))
-	r.snapshotAfter(ctx, n) // snapshot.go: a failure is a warning and a notice, never a stop
+	r.snapshotAfter(ctx, f) // snapshot.go: a failure is a warning and a notice, never a stop
 	// What follows must finish even when we were stopped (a shutdown sends SIGTERM and waits
 	// about 90 s): without a context of its own, arming the retry would fail and the chamber
 	// would stop for good after an ordinary reboot.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hibernateTimeout)
 	defer cancel()
+	f.m, f.o = result, o
 	var pinErr *programChanged
 	if errors.As(cmdErr, &pinErr) {
 		rep := validate.New(r.out)
 		rep.Session = n
 		rep.Add(validate.StepCommand, validate.Fail, "%v", cmdErr)
-		return r.refuse(ctx, n, rep, o)
+		return r.refuse(ctx, f, rep)
 	}
-	return r.afterSession(ctx, n, result, o, o.end)
+	return r.afterSession(ctx, f, o.end)
 }
 
 // programChanged is a program inside the chamber that is not the one the operator accepted.
@@ -382,16 +384,16 @@ func describe(o outcome, m *marker.Result) string {
 
 // afterSession judges a finished session and hibernates, retries or refuses. validAt is the time
 // the markers are judged at: the end of the session (also when a later command recovers it).
-func (r *runner) afterSession(ctx context.Context, n int, m *marker.Result, o outcome, validAt time.Time) error {
-	r.reportCLIConfig(ctx, n) // code-bearing CLI configuration the session left (cliconfig.go)
-	r.bookSpend(n, m, o.end)  // ledger.go: before the next wake is chosen
-	if o.reason == EndInterrupted {
-		return r.retryAfterShutdown(ctx, n, m, o) // shutdown.go
+func (r *runner) afterSession(ctx context.Context, f *finishing, validAt time.Time) error {
+	r.reportCLIConfig(ctx, f.n) // code-bearing CLI configuration the session left (cliconfig.go)
+	r.bookSpend(f, f.m)         // ledger.go: before the next wake is chosen
+	if f.o.reason == EndInterrupted {
+		return r.retryAfterShutdown(ctx, f) // shutdown.go
 	}
-	if o.failed() {
-		return r.retry(ctx, n, m, o)
+	if f.o.failed() {
+		return r.retry(ctx, f)
 	}
-	return r.hibernate(ctx, n, m, o, validAt)
+	return r.hibernate(ctx, f, validAt)
 }
 
 // checkLog moves aside a log that cannot be appended to safely before a new block is appended:

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cryochamber/cryochamber/marker"
 	"github.com/cryochamber/cryochamber/validate"
 )
 
@@ -35,12 +34,13 @@ const toldShutdown = "shutdown"
 
 // retryAfterShutdown ends session n, cut short by a shutdown or a logout (o.reason is
 // EndInterrupted): saved as armed for a retry first, then armed if the manager still answers.
-func (r *runner) retryAfterShutdown(ctx context.Context, n int, m *marker.Result, o outcome) error {
+func (r *runner) retryAfterShutdown(ctx context.Context, f *finishing) error {
+	n, m, o := f.n, f.m, f.o
 	if r.cancelRequested() {
-		return r.honourCancel(ctx, n, o)
+		return r.honourCancel(ctx, f)
 	}
-	r.st.Last = r.outcomeRecord(n, o, o.detail)
-	if err := r.finishClaims(n, nil, o); err != nil {
+	r.st.Last = r.outcomeRecord(f, o.detail)
+	if err := r.finishClaims(f, nil); err != nil {
 		r.warnf("%v", err)
 	}
 	t := ceilSecond(o.end.Add(shutdownRetryAfter)).UTC()
@@ -56,7 +56,7 @@ func (r *runner) retryAfterShutdown(ctx context.Context, n int, m *marker.Result
 	if err := r.save(); err != nil {
 		return err
 	}
-	r.recordHistory(n, o, m, "")
+	r.recordHistory(f, m, "")
 	actx, cancel := context.WithTimeout(ctx, shutdownArmTimeout)
 	defer cancel()
 	rep := validate.New(r.out)
@@ -64,7 +64,7 @@ func (r *runner) retryAfterShutdown(ctx context.Context, n int, m *marker.Result
 	if err := r.arm(actx, rep, t); err != nil {
 		r.warnf("session %d was cut short (shutdown or logout): its retry at %s is in the state; the timer manager did not take it now (%v): the boot unit arms it at the next start", n, t.Format(time.RFC3339), err)
 	}
-	if err := r.saveLast(ctx, n, o); err != nil || r.st.Phase == PhaseCancelled {
+	if err := r.saveLast(ctx, f); err != nil || r.st.Phase == PhaseCancelled {
 		return err
 	}
 	r.printf("session %d was cut short by a shutdown or logout; it is retried at %s (once the timer manager runs again)", n, t.Format(time.RFC3339))

@@ -105,37 +105,37 @@ func (r *runner) snapshotBefore(ctx context.Context, n int) {
 	r.snapshotDone(ctx, n, err)
 }
 
-// snapshotAfter records the chamber after session n, for its history row (files changed).
-func (r *runner) snapshotAfter(ctx context.Context, n int) {
+// snapshotAfter records the chamber after session f, for its history row (files changed).
+func (r *runner) snapshotAfter(ctx context.Context, f *finishing) {
 	r.store.clearFlag(rolledBackName) // the session that was told has run
 	if !r.cfg.SnapshotsOn() {
 		return
 	}
-	e, err := r.takeSnapshot(ctx, snapshot.Request{Kind: snapshot.KindSession, Session: n, Now: r.now()})
+	e, err := r.takeSnapshot(ctx, snapshot.Request{Kind: snapshot.KindSession, Session: f.n, Now: r.now()})
 	if e != nil {
 		changed := e.Changed
-		r.filesChanged = &changed
+		f.filesChanged = &changed
 	}
-	r.snapshotDone(ctx, n, err)
+	r.snapshotDone(ctx, f.n, err)
 }
 
-// snapshotRecovered takes the snapshot after session n when its process died before taking
+// snapshotRecovered takes the snapshot after session f when its process died before taking
 // it (a recovery): unless the snapshot is there already (the process died after it), which a
 // second one would make look like a session that changed nothing.
-func (r *runner) snapshotRecovered(ctx context.Context, n int) {
+func (r *runner) snapshotRecovered(ctx context.Context, f *finishing) {
 	if !r.cfg.SnapshotsOn() || r.fs == nil {
 		return
 	}
 	if repo, err := r.snapRepo(); err == nil {
 		if entries, err := repo.Entries(); err == nil && len(entries) > 0 {
-			if last := entries[len(entries)-1]; last.Kind == snapshot.KindSession && last.Session == n {
+			if last := entries[len(entries)-1]; last.Kind == snapshot.KindSession && last.Session == f.n {
 				changed := last.Changed
-				r.filesChanged = &changed
+				f.filesChanged = &changed
 				return
 			}
 		}
 	}
-	r.snapshotAfter(ctx, n)
+	r.snapshotAfter(ctx, f)
 }
 
 // snapshotDone reports a snapshot that failed: a warning every time, a notice to the operator
@@ -181,7 +181,7 @@ type SessionDiff struct {
 // LoadDiff finds what session n changed: the snapshot after it against the one before it.
 // maxPatch > 0 also reads the patch, cut at maxPatch bytes (the dashboard's bound).
 func LoadDiff(ctx context.Context, env *Env, dir string, n int, maxPatch int) (*SessionDiff, error) {
-	r, _, err := open(ctx, env, dir, openOptions{readOnly: true})
+	r, _, err := open(ctx, env, dir, openOptions{unlocked: true})
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +252,7 @@ func (w *capWriter) Write(p []byte) (int, error) {
 // Diff prints what session n changed: a header (the two snapshots compared, the files left out
 // of the snapshot), then the unified diff, or git's --stat summary.
 func Diff(ctx context.Context, env *Env, opts DiffOptions, asJSON bool) error {
-	r, _, err := open(ctx, env, opts.Dir, openOptions{readOnly: true})
+	r, _, err := open(ctx, env, opts.Dir, openOptions{unlocked: true})
 	if err != nil {
 		return err
 	}

@@ -115,7 +115,7 @@ type HolderInfo struct {
 // Status gathers a chamber's status. It takes no lock (a status must never make a wake think a
 // session is running), changes nothing, and every question to the timer manager has a deadline.
 func Status(ctx context.Context, env *Env, opts StatusOptions) (*StatusInfo, error) {
-	r, _, err := open(ctx, env, opts.Dir, openOptions{readOnly: true})
+	r, _, err := open(ctx, env, opts.Dir, openOptions{unlocked: true})
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/cryochamber/cryochamber/marker"
 	"github.com/cryochamber/cryochamber/message"
 )
 
@@ -18,7 +17,8 @@ import (
 //
 // The name comes from the session's end (whole seconds) and its number, so a recovery that
 // finishes the same hibernation again finds the item there and files nothing twice.
-func (r *runner) fileSummary(n int, o outcome, m *marker.Result, next *time.Time) {
+func (r *runner) fileSummary(f *finishing, next *time.Time) {
+	n, o, m := f.n, f.o, f.m
 	if r.cfg.Summaries == SummariesOff || r.fs == nil {
 		return
 	}

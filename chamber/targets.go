@@ -158,7 +158,7 @@ func (row *PsRow) checkTargets(env *Env) {
 	if err != nil {
 		return
 	}
-	r := &runner{env: env, dir: row.Dir, id: row.ID, store: s, readOnly: true}
+	r := &runner{env: env, dir: row.Dir, id: row.ID, store: s, unlocked: true}
 	raw, err := s.read(acceptedConfig, maxConfigSize)
 	if err != nil {
 		return

@@ -8,8 +8,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/cryochamber/cryochamber/marker"
 )
 
 // todoName (in the private state directory) keeps the agent's TODOs: extra future wakes with
@@ -170,9 +168,10 @@ func (r *runner) claimTodos(now time.Time) ([]Todo, error) {
 	return claimed, nil
 }
 
-// finishTodos marks the TODOs claimed by session n done; when the session failed, each becomes
+// finishTodos marks the TODOs claimed by session f done; when the session failed, each becomes
 // a new item "(attempt k)" due 2^k minutes later (at most a day). Idempotent.
-func (r *runner) finishTodos(n int, o outcome) error {
+func (r *runner) finishTodos(f *finishing) error {
+	n, o := f.n, f.o
 	l := r.loadTodos()
 	have := map[string]bool{}
 	for _, t := range l.Items {
@@ -220,11 +219,12 @@ func baseTodoText(t Todo) string {
 	return strings.TrimSuffix(t.Text, fmt.Sprintf(" (attempt %d)", t.Attempt))
 }
 
-// addTodos records the TODO markers of session n. IDs are derived from the session and the
+// addTodos records the TODO markers of session f. IDs are derived from the session and the
 // marker's position, so recording the same session twice adds nothing; a TODO that repeats a
 // pending one (same text, same time: a plan restarted after a cancel) is not added twice, nor is
 // a relative TODO of the session that restarts a plan whose text a pending TODO has.
-func (r *runner) addTodos(n int, todos []marker.Todo, validAt time.Time) error {
+func (r *runner) addTodos(f *finishing, validAt time.Time) error {
+	n, todos := f.n, f.m.Todos
 	if len(todos) == 0 {
 		return nil
 	}
@@ -241,7 +241,7 @@ func (r *runner) addTodos(n int, todos []marker.Todo, validAt time.Time) error {
 	// pending TODOs of the run before it. A relative TODO it prints (+1d) never resolves to the
 	// same time twice, so the exact match above cannot see that it is the one already pending:
 	// the same text is the same TODO, which keeps its time (issue 23, item 4).
-	restart := r.why == WhyStart
+	restart := f.why == WhyStart
 	for k, mt := range todos {
 		id := fmt.Sprintf("s%d-%d", n, k+1)
 		at := mt.Time.Resolve(validAt).UTC()

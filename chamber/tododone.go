@@ -54,7 +54,7 @@ func todoIndex(l *todoList, id string) int {
 // TodoList is `cryochamber todo list`: every TODO of the chamber (pending, claimed, and the
 // latest done ones), in the order they are due.
 func TodoList(ctx context.Context, env *Env, dir string) ([]Todo, error) {
-	r, _, err := open(ctx, env, dir, openOptions{readOnly: true})
+	r, _, err := open(ctx, env, dir, openOptions{unlocked: true})
 	if err != nil {
 		return nil, err
 	}

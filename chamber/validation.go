@@ -20,7 +20,7 @@ type ValidateOptions struct {
 // included), the armed timers against the state (4 to 6), the log and the disk (7, 8). Its
 // verdict is the next wake's.
 func Validate(ctx context.Context, env *Env, opts ValidateOptions, print io.Writer) (*validate.Report, error) {
-	r, _, err := open(ctx, env, opts.Dir, openOptions{readOnly: true})
+	r, _, err := open(ctx, env, opts.Dir, openOptions{unlocked: true})
 	if err != nil {
 		return nil, err
 	}

@@ -166,7 +166,7 @@ func (r *runner) repairWakeTimer(ctx context.Context) {
 // unit then runs this wake, which re-arms them from the state. Each kind costs a question or
 // two to the timer manager, and only when the state records that timer.
 func (r *runner) repairTimers(ctx context.Context, kinds ...timer.Kind) {
-	if r.readOnly || r.cancelRequested() {
+	if r.unlocked || r.cancelRequested() {
 		return
 	}
 	now := r.now()

@@ -42,8 +42,9 @@ type pinFile struct {
 	Config   string            `json:"config"` // sha256 of the accepted cryo.toml
 	Agent    string            `json:"agent"`  // the `start --agent` override
 	Binary   string            `json:"binary"`
-	Copy     string            `json:"binary_copy,omitempty"` // the pinned copy the dead-man runs
-	Programs map[string]string `json:"programs,omitempty"`    // absolute path inside the chamber → sha256
+	Copy     string            `json:"binary_copy,omitempty"`    // the pinned copy the dead-man runs
+	CopyOf   string            `json:"binary_copy_of,omitempty"` // the stamp of the build copied (repin.go)
+	Programs map[string]string `json:"programs,omitempty"`       // absolute path inside the chamber → sha256
 	At       time.Time         `json:"at"`
 }
 
@@ -80,7 +81,7 @@ func (r *runner) accept(raw []byte) error {
 		cp = ""
 	}
 	p := pinFile{Version: 1, Chamber: r.dir, ID: r.id, Config: sha(raw), Agent: r.st.Agent, Binary: r.st.Binary,
-		Copy: cp, Programs: programs, At: r.now().UTC().Truncate(time.Second)}
+		Copy: cp, CopyOf: stampOf(r.st.Binary), Programs: programs, At: r.now().UTC().Truncate(time.Second)}
 	data, _ := json.MarshalIndent(p, "", "  ")
 	if err := r.store.write(pinName, append(data, '\n'), nil); err != nil {
 		return err
@@ -399,6 +400,7 @@ func pinBinary(stateDir, bin string) (string, error) {
 // fallbackBinary is what the dead-man and alert timers run: the pinned copy of the binary when
 // there is one, else the binary the wake runs.
 func (r *runner) fallbackBinary() string {
+	r.repinSelf() // repin.go: the copy reads what this build writes
 	if p := r.pin(); p != nil && p.Copy != "" && exists(p.Copy) {
 		return p.Copy
 	}

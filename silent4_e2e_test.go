@@ -30,7 +30,7 @@ import (
 
 // rapidWakesShort is how long TestSilent4_16RapidWakes runs in `make test`: about 20 sessions,
 // enough to see every WAKE inside and outside the arming lead answered; CRYO_LONG=1h runs the
-// hour the issue names (and shows whether the wake's cost stays flat over ~450 sessions).
+// hour the issue names (and shows whether the wake's cost stays flat over ~550 sessions).
 const rapidWakesShort = 2 * time.Minute
 
 // wakeRun is one run of the wake service, as systemd reports it after the run.

@@ -15,7 +15,9 @@ you started the chamber, kept outside it. An edit of cryo.toml is reported (stat
 prompt, a notice) and has no effect until you run reload. Programs inside the chamber that
 it may run (./agent.sh, the script of "sh agent.sh", under wrappers such as env, timeout or
 nice) are pinned by a hash of their content: a changed one refuses the session and alerts
-until you reload. reload also accepts an upgraded cryochamber binary.
+until you reload. reload also accepts an upgraded cryochamber binary (without it, the wake
+timer already runs the new build, and its first wake makes the dead-man's copy that build,
+so that the dead-man reads the state it writes).
 
 reload first shows what it would accept: every key of cryo.toml whose value changes, old →
 new (secrets hidden), and every program whose pin changes. A change to anything but

@@ -59,7 +59,7 @@ func (r *runner) accept(raw []byte) error {
 		cp = ""
 	}
 	p := pinFile{Version: 1, Chamber: r.dir, ID: r.id, Config: sha(raw), Agent: r.st.Agent, Binary: r.st.Binary,
-		Copy: cp, Programs: programs, At: r.now().UTC().Truncate(time.Second)}
+		Copy: cp, CopyOf: stampOf(r.st.Binary), Programs: programs, At: r.now().UTC().Truncate(time.Second)}
 	data, _ := json.MarshalIndent(p, "", "  ")
 	if err := r.store.write(pinName, append(data, '\n'), nil); err != nil {
 		return err
@@ -193,6 +193,7 @@ func tomlKey(field string) string {
 // fallbackBinary is what the dead-man and alert timers run: the pinned copy of the binary when
 // there is one, else the binary the wake runs.
 func (r *runner) fallbackBinary() string {
+	r.repinSelf() // repin.go: the copy reads what this build writes
 	if p := r.pin(); p != nil && p.Copy != "" && exists(p.Copy) {
 		return p.Copy
 	}

@@ -30,8 +30,9 @@ type pinFile struct {
 	Config   string            `json:"config"` // sha256 of the accepted cryo.toml
 	Agent    string            `json:"agent"`  // the `start --agent` override
 	Binary   string            `json:"binary"`
-	Copy     string            `json:"binary_copy,omitempty"` // the pinned copy the dead-man runs
-	Programs map[string]string `json:"programs,omitempty"`    // absolute path inside the chamber → sha256
+	Copy     string            `json:"binary_copy,omitempty"`    // the pinned copy the dead-man runs
+	CopyOf   string            `json:"binary_copy_of,omitempty"` // the stamp of the build copied (repin.go)
+	Programs map[string]string `json:"programs,omitempty"`       // absolute path inside the chamber → sha256
 	At       time.Time         `json:"at"`
 }
 

@@ -47,6 +47,7 @@ type runner struct {
 	usage       *sessionUsage // the session's usage read from the agent CLI's output (ledger.go)
 	unknownCost int           // a session whose cost is unknown while a budget is set (ledger.go)
 	saved       []byte        // what the last save wrote (saveChanged compares with it)
+	repinned    bool          // this build's copy for the dead-man was checked (repin.go)
 	// unlocked: the runner holds no lock (status, validate, log, ...). It writes nothing a
 	// holder owns (the state, timers, the log's notes, the history, the spend) and delivers
 	// nothing; the dead-man's hung check alone clears it to deliver (fallback.go).
@@ -86,6 +87,7 @@ func (r *runner) warnf(format string, args ...any) { r.env.warnf(format, args...
 // chamber for the agent to read. Only the first can fail the command: a chamber that cannot be
 // written (full, read-only, moved) must not stop the state from recording what happened.
 func (r *runner) save() error {
+	r.repinSelf() // repin.go: before this build's state, a dead-man copy that reads it
 	data, err := r.st.marshal(r.now())
 	if err != nil {
 		return &Error{Msg: "cannot save the state", Err: err}

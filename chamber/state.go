@@ -212,8 +212,8 @@ func StatePath(stateDir, dir string) string {
 func fmtStore(stateDir, id string) string { return stateDir + "/chambers/" + id }
 
 func (s *State) check() error {
-	if s.Version != stateVersion {
-		return fmt.Errorf("version %d is not %d (written by another cryochamber version?)", s.Version, stateVersion)
+	if !readableVersion(s.Version) { // stateformat.go
+		return fmt.Errorf("version %d is not %d (written by another cryochamber version?)", s.Version, writtenVersion())
 	}
 	switch s.Phase {
 	case PhaseArmed, PhaseRunning, PhaseComplete, PhaseFailed, PhaseCancelled, PhasePaused:
@@ -279,7 +279,7 @@ func clipBytes(s string, n int) string {
 
 // marshal renders the state as saved.
 func (s *State) marshal(now time.Time) ([]byte, error) {
-	s.Version = stateVersion
+	s.Version = writtenVersion() // stateformat.go
 	s.Updated = now.UTC().Truncate(time.Second)
 	s.bound()
 	data, err := json.MarshalIndent(s, "", "  ")

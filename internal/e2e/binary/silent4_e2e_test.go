@@ -1,4 +1,4 @@
-package main
+package binary
 
 // Issue 23, item 16, its last three events, each tried end to end with the built binary against
 // a private systemd user manager (timer/systemdtest) whose timers really fire: a WAKE every few
@@ -24,6 +24,7 @@ import (
 
 	"github.com/cryochamber/cryochamber/chamber"
 	"github.com/cryochamber/cryochamber/internal/e2e"
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/timer"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
@@ -84,7 +85,7 @@ func watchWakeRuns(t *testing.T, m *systemdtest.Manager, unit string, stop <-cha
 // historyRows reads the chamber's history index (every year's file) in session order.
 func historyRows(t *testing.T, m *systemdtest.Manager, dir string) []chamber.HistoryRow {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(stateDirOf(m), "chambers", timer.ID(dir), "history-*.jsonl"))
+	files, _ := filepath.Glob(filepath.Join(fixture.StateDir(m), "chambers", timer.ID(dir), "history-*.jsonl"))
 	var rows []chamber.HistoryRow
 	for _, f := range files {
 		fh, err := os.Open(f)
@@ -135,6 +136,7 @@ func medianWall(runs []wakeRun) time.Duration {
 // would move such WAKEs by design: the chamber sets min_interval = "1s" and a daily cap beyond
 // what the run reaches, as an operator asking for this pace would.
 func TestSilent4_16RapidWakes(t *testing.T) {
+	t.Parallel()
 	d := rapidWakesShort
 	if s := os.Getenv("CRYO_LONG"); s != "" {
 		var err error
@@ -165,7 +167,7 @@ fi
 	// Stop the pace: the session that finds "stop" asks for a day; wait until it has run and
 	// its wake service is done.
 	putFile(t, filepath.Join(c.dir, "stop"), "")
-	waitFor(t, 60*time.Second, "a session that asks for a day", func() bool {
+	fixture.WaitFor(t, 60*time.Second, "a session that asks for a day", func() bool {
 		s := c.status()
 		return s.NextWake != nil && time.Until(*s.NextWake) > time.Hour
 	})
@@ -177,7 +179,7 @@ fi
 
 	rows := historyRows(t, m, c.dir)
 	if len(rows) < 2 {
-		t.Fatalf("%d history rows:\n%s", len(rows), tail(m.Journal(t), 4000))
+		t.Fatalf("%d history rows:\n%s", len(rows), fixture.Tail(m.Journal(t), 4000))
 	}
 	// Expected: session 1 (start's), then one session for each next_wake that fell due before
 	// the stop; run: the rows.
@@ -255,7 +257,7 @@ func freezeManager(t *testing.T, m *systemdtest.Manager) (thaw func()) {
 	}
 	var file string
 	for _, root := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
-		if f := filepath.Join(root, rel, "cgroup.freeze"); rel != "" && fileExists(f) {
+		if f := filepath.Join(root, rel, "cgroup.freeze"); rel != "" && fixture.Exists(f) {
 			file = f
 			break
 		}
@@ -278,7 +280,7 @@ func freezeManager(t *testing.T, m *systemdtest.Manager) (thaw func()) {
 	}
 	t.Cleanup(thaw) // before systemdtest's own cleanup (registered earlier) stops the manager
 	events := filepath.Join(filepath.Dir(file), "cgroup.events")
-	waitFor(t, 10*time.Second, "the manager frozen", func() bool {
+	fixture.WaitFor(t, 10*time.Second, "the manager frozen", func() bool {
 		b, _ := os.ReadFile(events)
 		return strings.Contains(string(b), "frozen 1")
 	})
@@ -291,6 +293,7 @@ func freezeManager(t *testing.T, m *systemdtest.Manager) (thaw func()) {
 // started at the same moment, sees it running or done and reports nothing (no false `missed`,
 // no `overdue`); the next wake and its dead-man are armed as usual.
 func TestSilent4_16Suspend(t *testing.T) {
+	t.Parallel()
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	agent := `#!/bin/sh
@@ -319,7 +322,7 @@ fi
 	// Asleep until 10 s past WAKE + fallback_after.
 	time.Sleep(time.Until(wake.Add(25 * time.Second)))
 	thaw()
-	waitFor(t, 60*time.Second, "session 2 after the resume", func() bool { return strings.Contains(c.file("runs.txt"), "ran 2") })
+	fixture.WaitFor(t, 60*time.Second, "session 2 after the resume", func() bool { return strings.Contains(c.file("runs.txt"), "ran 2") })
 	// Both services (the wake and the dead-man) done, and more: the dead-man waits up to 30 s
 	// for a wake that fired with it.
 	m.WaitIdle(t, 90*time.Second, id+"-*")
@@ -327,10 +330,10 @@ fi
 		t.Errorf("runs.txt = %q, want sessions 1 and 2, once each", runs)
 	}
 	if p := c.file("prompt-2.txt"); !strings.Contains(p, "DELAYED") {
-		t.Errorf("session 2's prompt has no DELAYED WAKE notice:\n%s", tail(p, 2000))
+		t.Errorf("session 2's prompt has no DELAYED WAKE notice:\n%s", fixture.Tail(p, 2000))
 	}
 	if n := len(hook.alerts()); n != 0 {
-		t.Errorf("%d alerts after the resume, want none (no `missed`, no `overdue`):\n%s\njournal:\n%s", n, hook, tail(m.Journal(t), 6000))
+		t.Errorf("%d alerts after the resume, want none (no `missed`, no `overdue`):\n%s\njournal:\n%s", n, hook, fixture.Tail(m.Journal(t), 6000))
 	}
 	s = c.status()
 	if s.Phase != "armed" || s.Session != 2 || s.NextWake == nil || time.Until(*s.NextWake) < 50*time.Minute {
@@ -359,7 +362,7 @@ fi
 func buildNewerFormat(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "cryochamber-newer")
-	cmd := exec.Command("go", "build", "-ldflags", "-X github.com/cryochamber/cryochamber/chamber.stateFormat=2", "-o", out, ".")
+	cmd := exec.Command("go", "build", "-ldflags", "-X github.com/cryochamber/cryochamber/chamber.stateFormat=2", "-o", out, fixture.Module)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build the newer format: %v\n%s", err, b)
 	}
@@ -394,11 +397,12 @@ func installBinary(t *testing.T, src, dst string) {
 // that writes the state pins a copy of itself for the dead-man first (chamber/repin.go), so the
 // dead-man always reads what the last writer wrote: it reports `missed` and re-arms the wake.
 func TestSilent4_16PinnedOlderBuild(t *testing.T) {
+	t.Parallel()
 	newer := buildNewerFormat(t)
 	m := systemdtest.Start(t)
 	hook := startAlertHook(t, false)
 	installed := filepath.Join(t.TempDir(), "opt", "cryochamber")
-	installBinary(t, binPath, installed)
+	installBinary(t, fixture.Binary(), installed)
 	agent := `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt
 echo "[CRYO:EXIT 0] session $CRYO_SESSION"
@@ -412,7 +416,7 @@ esac
 	c.bin = installed
 	c.start(0)
 	id := timer.ID(c.dir)
-	store := filepath.Join(stateDirOf(m), "chambers", id)
+	store := filepath.Join(fixture.StateDir(m), "chambers", id)
 	pinnedCopy := func() string {
 		var p struct {
 			Copy string `json:"binary_copy"`
@@ -430,7 +434,7 @@ esac
 
 	// The upgrade, in place, before session 1's WAKE; no reload.
 	installBinary(t, newer, installed)
-	waitFor(t, 60*time.Second, "session 2, run by the newer build from the wake timer", func() bool { return strings.Contains(c.file("runs.txt"), "ran 2") })
+	fixture.WaitFor(t, 60*time.Second, "session 2, run by the newer build from the wake timer", func() bool { return strings.Contains(c.file("runs.txt"), "ran 2") })
 	m.WaitIdle(t, 30*time.Second, id+"-*")
 	var st struct {
 		Version int `json:"version"`
@@ -442,15 +446,15 @@ esac
 	// Session 2's WAKE never runs (its timer stopped, as if lost): the dead-man at WAKE +
 	// fallback_after is the one to notice.
 	m.Systemctl(t, "stop", id+"-wake.timer")
-	waitFor(t, 90*time.Second, "the dead-man's alert", func() bool { return len(hook.alerts()) > 0 })
+	fixture.WaitFor(t, 90*time.Second, "the dead-man's alert", func() bool { return len(hook.alerts()) > 0 })
 	m.WaitIdle(t, 30*time.Second, id+"-*")
 	if got := hook.withReason("missed"); len(got) != 1 {
-		t.Errorf("the dead-man sent no alert missed, or more than one:\n%s\njournal:\n%s", hook, tail(m.Journal(t), 4000))
+		t.Errorf("the dead-man sent no alert missed, or more than one:\n%s\njournal:\n%s", hook, fixture.Tail(m.Journal(t), 4000))
 	}
 	if got := hook.withReason("state"); len(got) != 0 {
 		t.Errorf("the dead-man could not read the state:\n%s", hook)
 	}
-	waitFor(t, 60*time.Second, "session 3, re-armed by the dead-man", func() bool { return strings.Contains(c.file("runs.txt"), "ran 3") })
+	fixture.WaitFor(t, 60*time.Second, "session 3, re-armed by the dead-man", func() bool { return strings.Contains(c.file("runs.txt"), "ran 3") })
 	if cp := pinnedCopy(); cp == old {
 		t.Errorf("pin.json still names the older build's copy %s", cp)
 	} else if a, b := sha256File(t, cp), sha256File(t, newer); a != b {

@@ -54,8 +54,8 @@ func managerSlow(err error) bool {
 
 // armPatiently arms the wake for t (arm) and, when the manager is too slow, tries again (see
 // above). It returns the context the rest of the hibernation runs with (a fresh one after a slow
-// arming: the first one's time is spent) and its release; an error only when the manager
-// refused.
+// arming: the first one's time is spent, also for a refusal after it) and its release; an
+// error only when the manager refused.
 func (r *runner) armPatiently(ctx context.Context, f *finishing, rep *validate.Report, t time.Time) (context.Context, context.CancelFunc, error) {
 	try := validate.New(nil)
 	err := r.arm(ctx, try, t)
@@ -94,8 +94,10 @@ func (r *runner) armPatiently(ctx context.Context, f *finishing, rep *validate.R
 			break
 		}
 		if !managerSlow(err) {
+			// Refused: the refusal disarms and alerts, with time of its own (ctx's is spent).
 			mergeChecks(rep, try, validate.Fail)
-			return ctx, func() {}, err
+			rest, release := context.WithTimeout(base, hibernateTimeout)
+			return rest, release, err
 		}
 		if time.Since(began) >= armPatience {
 			break

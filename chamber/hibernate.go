@@ -46,10 +46,10 @@ func (r *runner) hibernate(ctx context.Context, f *finishing, validAt time.Time)
 	}
 	actx, release, err := r.armPatiently(ctx, f, rep, *v.next) // contention.go
 	defer release()
+	ctx = actx // a fresh context after a slow arming: the first one's time is spent
 	if err != nil {
 		return r.refuse(ctx, f, rep)
 	}
-	ctx = actx
 	r.env.checkpoint("armed")
 	r.hostChecks(rep)
 	if rep.Failed() {
@@ -362,7 +362,13 @@ func (r *runner) retry(ctx context.Context, f *finishing) error {
 	rep.Add(validate.StepMarkers, validate.Fail, "session %d failed (%s): retry %d", n, o.reason, r.st.Retries)
 	rep.SetWake(t)
 	rep.Add(validate.StepWake, validate.Pass, "retry at %s (%s)", t.Format(time.RFC3339), Relative(t, now))
-	if err := r.arm(ctx, rep, t); err != nil {
+	// As patient with a busy manager as a session that answered (contention.go): at a
+	// manager's start many sessions fail together (no network yet) and arm their retries at once.
+	r.st.Reason = reason
+	actx, release, err := r.armPatiently(ctx, f, rep, t)
+	defer release()
+	ctx = actx
+	if err != nil {
 		return r.refuse(ctx, f, rep)
 	}
 	firstSlow := slow && r.st.RetryingSince == nil

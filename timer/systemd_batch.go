@@ -66,7 +66,27 @@ func waitJobs(ctx context.Context, jobs []*pendingJob) error {
 	return first
 }
 
-// startTimers (re)creates the transient timers: every one still loaded (armed, or elapsed and
+// afterStops, when set (tests only), is called once the stops of a group have been done and
+// before its starts are sent: the moment at which that group's timers are not loaded.
+var afterStops func(names []string)
+
+// startTimers (re)creates the transient timers in two groups: the first timer alone, then the
+// rest together (replaceTimers). Never all at once: a wake killed between a group's stops and
+// its starts (SIGKILL, OOM, a manager that stops answering) then still leaves a timer in the
+// manager, the old dead-man while the wake is replaced, the new wake while the dead-man is.
+// Stopping every timer before starting any left none at all, and the plan silent until the
+// manager's next start.
+func (b *systemdBackend) startTimers(ctx context.Context, timers []transientTimer) error {
+	if len(timers) < 2 {
+		return b.replaceTimers(ctx, timers)
+	}
+	if err := b.replaceTimers(ctx, timers[:1]); err != nil {
+		return err
+	}
+	return b.replaceTimers(ctx, timers[1:])
+}
+
+// replaceTimers (re)creates a group of transient timers: every one still loaded (armed, or elapsed and
 // kept) is stopped, the stops sent together and waited for together (a stopped transient timer
 // is unloaded at once, CollectMode=inactive-or-failed, and its name is free again), then every
 // timer is created, the starts sent together and waited for together. Before, each timer was
@@ -74,7 +94,7 @@ func waitJobs(ctx context.Context, jobs []*pendingJob) error {
 // started, each job waited for in turn. A start still refused (a timer whose last start failed
 // stays loaded until its failure is reset, or a unit file of the name) takes the one-at-a-time
 // path, which resets and says what is in the way.
-func (b *systemdBackend) startTimers(ctx context.Context, timers []transientTimer) error {
+func (b *systemdBackend) replaceTimers(ctx context.Context, timers []transientTimer) error {
 	stops := make([]*pendingJob, 0, len(timers))
 	for _, t := range timers {
 		j, err := b.queueJob(ctx, "stop", t.name, true, b.conn.StopUnitContext)
@@ -85,6 +105,13 @@ func (b *systemdBackend) startTimers(ctx context.Context, timers []transientTime
 	}
 	if err := waitJobs(ctx, stops); err != nil {
 		return err
+	}
+	if afterStops != nil {
+		names := make([]string, len(timers))
+		for i, t := range timers {
+			names[i] = t.name
+		}
+		afterStops(names)
 	}
 	starts := make([]*pendingJob, 0, len(timers))
 	var refused []transientTimer

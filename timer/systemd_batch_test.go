@@ -102,3 +102,42 @@ func TestSystemdNextAllAgreesWithNext(t *testing.T) {
 		t.Errorf("NextAll found %d armed timers, want 6", armed)
 	}
 }
+
+// A re-arm never leaves the chamber without a timer in the manager (the review of issue 28's
+// batching): between the stops and the starts of each group, the wake or the dead-man is still
+// loaded, so a wake killed there is still guarded. Stopping both before starting either left
+// none.
+func TestSystemdRearmKeepsATimer(t *testing.T) {
+	f := newFixture(t)
+	ctx := ctxT(t)
+	c, _ := f.chamber(t, "keeps")
+	at := soon(time.Hour)
+	arm := func() {
+		t.Helper()
+		if err := f.b.Arm(ctx, c, timer.Job{Kind: timer.Wake, At: at, Argv: f.argv(c, "w")},
+			timer.Job{Kind: timer.Fallback, At: at.Add(time.Hour), Argv: f.argv(c, "f")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	arm()
+	look := connect(t, f.m.Options())
+	seen := 0
+	timer.SetAfterStops(func(names []string) {
+		seen++
+		loaded := 0
+		for _, k := range []timer.Kind{timer.Wake, timer.Fallback} {
+			if _, ok, err := look.Next(ctx, c.ID, k); err == nil && ok {
+				loaded++
+			}
+		}
+		if loaded == 0 {
+			t.Errorf("after stopping %v, neither the wake nor the dead-man is loaded", names)
+		}
+	})
+	defer timer.SetAfterStops(nil)
+	at = at.Add(time.Minute)
+	arm()
+	if seen == 0 {
+		t.Fatal("the re-arm stopped nothing: the test did not look between stops and starts")
+	}
+}

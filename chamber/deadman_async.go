@@ -23,12 +23,14 @@ import (
 // its retries; a refusal or a timeout is warned about, as armDeadman warns.
 func (r *runner) startDeadman(ctx context.Context, start time.Time) {
 	at := ceilSecond(start.Add(r.cfg.FallbackAfter.D)).UTC()
+	job := timer.Job{Kind: timer.Fallback, At: at, Argv: r.fallbackArgv()} // first: it re-pins (repin.go)
 	var kept *time.Time
-	if f := r.st.Timers.Fallback; f != nil && !f.After(at) && !f.Before(start) {
+	if f := r.st.Timers.Fallback; f != nil && !f.After(at) && !f.Before(start) && !r.repinChanged {
+		// The plan's dead-man, due first, guards the session too, unless it was armed with
+		// the copy a re-pin just replaced (it may not read the state this build writes).
 		t := *f
 		kept = &t
 	}
-	job := timer.Job{Kind: timer.Fallback, At: at, Argv: r.fallbackArgv()}
 	ch := r.timerChamber()
 	id := r.id
 	be := r.be

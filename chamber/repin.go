@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -53,6 +55,11 @@ func (r *runner) repinSelf() {
 	if p == nil || self == "" || r.env.StateDir == "" || self == p.Copy {
 		return // no pin (accept.go writes it), or the dead-man (or alert timer) itself
 	}
+	if strings.HasPrefix(self, filepath.Join(r.env.StateDir, "bin")+string(filepath.Separator)) {
+		// A pinned copy run by a timer armed before the last re-pin: an older dead-man, never
+		// the build that should be pinned (it would pin the older build back).
+		return
+	}
 	stamp := stampOf(self)
 	if stamp == "" {
 		return // this build's file is gone: its copy cannot be made from it
@@ -81,4 +88,7 @@ func (r *runner) repinSelf() {
 		return
 	}
 	r.pins = &next
+	// The timers armed before now run the copy this replaced: the session's dead-man is armed
+	// anew rather than kept (startDeadman), so that it runs this build.
+	r.repinChanged = next.Copy != p.Copy
 }

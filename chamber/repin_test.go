@@ -122,3 +122,28 @@ func TestRepinSelf(t *testing.T) {
 		}
 	})
 }
+
+// After a re-pin the session's dead-man is armed anew (it would run the replaced copy), and a
+// pinned copy run by an older timer never pins itself back.
+func TestRepinChangedAndOldCopies(t *testing.T) {
+	r, old := repinRunner(t, "new build")
+	r.repinSelf()
+	if !r.repinChanged {
+		t.Error("a re-pin to a new copy does not say the copy changed")
+	}
+	r2, _ := repinRunner(t, "new build")
+	r2.repinSelf()
+	r2.repinned, r2.pins, r2.repinChanged = false, nil, false
+	r2.repinSelf()
+	if r2.repinChanged {
+		t.Error("a command whose build is already the copy says it changed")
+	}
+	// An older copy (the dead-man armed before the re-pin) runs: it leaves the pin alone.
+	r.repinned, r.pins, r.repinChanged = false, nil, false
+	before := readPin(t, r)
+	r.env.Binary = old
+	r.repinSelf()
+	if after := readPin(t, r); after.Copy != before.Copy || r.repinChanged {
+		t.Errorf("the older copy %s pinned itself back: %s -> %s", old, before.Copy, after.Copy)
+	}
+}

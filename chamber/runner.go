@@ -35,19 +35,20 @@ type runner struct {
 	// deadmanJoin waits for the session's dead-man armed in the background (deadman_async.go).
 	deadmanJoin func()
 
-	warnings    []string      // for the next prompt
-	drift       *configDrift  // the chamber's cryo.toml, when it differs from the accepted one
-	todos       *todoList     // todo.json, read once per command (nil: not read yet)
-	pins        *pinFile      // pin.json, read once per command
-	envVars     []string      // the environment file, read once per command
-	envLoaded   bool          // envVars is loaded
-	seal        []byte        // the seal key (outbox.go), read or made once per command
-	guardKey    string        // the guardrails that moved or ended the next wake (guardrails.go)
-	guardEnded  *choice       // a guardrail ended the plan (guardrails.go)
-	usage       *sessionUsage // the session's usage read from the agent CLI's output (ledger.go)
-	unknownCost int           // a session whose cost is unknown while a budget is set (ledger.go)
-	saved       []byte        // what the last save wrote (saveChanged compares with it)
-	repinned    bool          // this build's copy for the dead-man was checked (repin.go)
+	warnings     []string      // for the next prompt
+	drift        *configDrift  // the chamber's cryo.toml, when it differs from the accepted one
+	todos        *todoList     // todo.json, read once per command (nil: not read yet)
+	pins         *pinFile      // pin.json, read once per command
+	envVars      []string      // the environment file, read once per command
+	envLoaded    bool          // envVars is loaded
+	seal         []byte        // the seal key (outbox.go), read or made once per command
+	guardKey     string        // the guardrails that moved or ended the next wake (guardrails.go)
+	guardEnded   *choice       // a guardrail ended the plan (guardrails.go)
+	usage        *sessionUsage // the session's usage read from the agent CLI's output (ledger.go)
+	unknownCost  int           // a session whose cost is unknown while a budget is set (ledger.go)
+	saved        []byte        // what the last save wrote (saveChanged compares with it)
+	repinned     bool          // this build's copy for the dead-man was checked (repin.go)
+	repinChanged bool          // ... and it replaced the copy the timers armed before run
 	// unlocked: the runner holds no lock (status, validate, log, ...). It writes nothing a
 	// holder owns (the state, timers, the log's notes, the history, the spend) and delivers
 	// nothing; the dead-man's hung check alone clears it to deliver (fallback.go).

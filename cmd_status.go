@@ -22,7 +22,10 @@ now (a "guardrail:" line; --json: guardrails) and what today's and this month's 
 sessions whose cost could not be read).
 With [heartbeat] in cryo.toml, status also shows the off-machine monitor's last answer
 (` + "`heartbeat`" + ` in --json: last, at, ok, error, timeout, grace, expect, paused) and warns when a
-ping or an API call failed.`,
+ping or an API call failed.
+Status changes no file. Its one action: when the inbox watcher of an active chamber is lost
+(stopped, or not installed), it starts the wake service, whose wake starts the watcher again,
+tells the operator once and reads the messages that waited.`,
 		Flags: []cli.Flag{dirFlag(), jsonFlag(), &cli.IntFlag{Name: "lines", Value: 10, Usage: "lines of the latest block to show"}},
 		Action: func(c *cli.Context) error {
 			if err := noArgs(c); err != nil {

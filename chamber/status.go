@@ -113,7 +113,9 @@ type HolderInfo struct {
 }
 
 // Status gathers a chamber's status. It takes no lock (a status must never make a wake think a
-// session is running), changes nothing, and every question to the timer manager has a deadline.
+// session is running), changes no file, and every question to the timer manager has a deadline.
+// Its one action: when the inbox watcher of an active chamber is lost, it starts the wake
+// service, whose wake starts the watcher again (kickWatcher, watcher.go).
 func Status(ctx context.Context, env *Env, opts StatusOptions) (*StatusInfo, error) {
 	r, _, err := open(ctx, env, opts.Dir, openOptions{unlocked: true})
 	if err != nil {

@@ -94,7 +94,9 @@ func (r *runner) checkWatcher(ctx context.Context) {
 // the operator and reads the messages that waited (checkWatcher). It returns what to add to the
 // warning.
 func (r *runner) kickWatcher(ctx context.Context, be timer.Backend) string {
-	if r.st == nil || !r.st.Phase.Active() {
+	if r.st == nil || !r.st.Phase.Active() || !r.st.Timers.Watch || r.cfg == nil || r.cfg.WatchInbox == nil || !*r.cfg.WatchInbox {
+		// checkWatcher would do nothing: no wake started for it (a watcher the last hibernation
+		// could not install is installed by the next one, as the warning says)
 		return ""
 	}
 	kctx, cancel := context.WithTimeout(ctx, busTimeout)

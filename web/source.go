@@ -37,7 +37,8 @@ func NewSource(env *chamber.Env) *Source {
 // the outbox). Its calls share one connection per timer backend, opened at the first call
 // that needs it and closed by close (an overview of 100 chambers would otherwise connect to
 // the user manager 101 times), and that connection remembers what the OS said about each
-// timer. Changes never go through a view: they use the Source's own environment, with the
+// timer. Changes never go through a view (but for status's start of the wake service when an
+// inbox watcher is lost, chamber/watcher.go): they use the Source's own environment, with the
 // backend as it is (all of its optional abilities: FireAt, sync's Poller, ...).
 type view struct {
 	env      chamber.Env

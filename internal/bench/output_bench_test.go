@@ -71,17 +71,15 @@ func BenchmarkAgentOutput(b *testing.B) {
 	m := systemdtest.Start(b)
 	env := managerEnv(m)
 	root := b.TempDir()
-	// The agent runs in the session's sandbox, whose /tmp is its own: the file it prints lies
-	// where the cage can read it (under /var/tmp, read-only inside), not in the test's /tmp.
-	shared, err := os.MkdirTemp("/var/tmp", "cryo-bench-output-")
-	if err != nil {
+	// The agent runs in the session's sandbox, whose /tmp and /var/tmp are its own: the file it
+	// prints lies in its chamber (left out of the snapshots by its size).
+	dir := filepath.Join(root, "chamber")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { os.RemoveAll(shared) })
-	data := filepath.Join(shared, "output.txt")
+	data := filepath.Join(dir, "output.txt")
 	size := outputSize()
 	writeOutput(b, data, size)
-	dir := filepath.Join(root, "chamber")
 	agent := fmt.Sprintf("#!/bin/sh\ncat %s || exit 9\necho \"[CRYO:EXIT 0] printed %d bytes\"\necho \"[CRYO:WAKE +$((1440 + CRYO_SESSION))m]\"\n", shQuote(data), size)
 	chamber(b, dir, agent, "watch_inbox = false\n")
 	mustRun(b, env, dir, bin, "start", filepath.Join(dir, "plan.md"))

@@ -3,6 +3,7 @@ package chamber
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cryochamber/cryochamber/timer"
@@ -37,25 +38,15 @@ func (r *runner) checkWatcher(ctx context.Context) {
 	var why string
 	lost := false
 	err := r.withBackend(ctx, func(be timer.Backend) error {
-		installed, err := be.Installed(ctx)
-		if err != nil {
-			return err
-		}
-		found := false
-		for _, in := range installed {
-			if in.ID == r.id && in.Watch {
-				found, lost = true, in.WatchStopped
-			}
-		}
-		if !found {
-			lost, why = true, "its unit was not installed"
-		}
-		if !lost {
+		// This chamber's path unit alone: one question to the manager, whatever the number of
+		// chambers (listing every installed unit here put the work of all chambers on each wake).
+		// "" is a backend that cannot tell (launchd, Slurm): nothing to do. Lost is inactive
+		// (stopped, or no unit) or failed (with its result, e.g. unit-start-limit-hit).
+		state := timer.WatchState(ctx, be, r.id)
+		if !strings.HasPrefix(state, "inactive") && !strings.HasPrefix(state, "failed") {
 			return nil
 		}
-		if why == "" {
-			why = timer.WatchState(ctx, be, r.id)
-		}
+		lost, why = true, state
 		return be.Watch(ctx, r.timerChamber(), r.dir+"/"+inboxDir, r.wakeArgv())
 	})
 	if !lost {

@@ -249,6 +249,23 @@ func BenchmarkFiveYears(b *testing.B) {
 			s, target, ok(met))
 		b.ReportMetric(s.med, c.key+"-ratio")
 	}
+
+	// The dashboard's page of each chamber (web_bench_test.go): one `cryochamber web`, the two
+	// pages asked in turns, as a user switching between them. The first visit of each (which
+	// finds the chambers with ps) is not measured: the page itself reads its chamber afresh at
+	// every visit.
+	d := startDashboard(b, env)
+	oldID, freshID := timer.ID(old), timer.ID(fresh)
+	d.chamberPage(b, oldID, old)
+	d.chamberPage(b, freshID, fresh)
+	r := pairedRounds(n, []string{"five-years", "fresh"},
+		func() time.Duration { return d.chamberPage(b, oldID, old) },
+		func() time.Duration { return d.chamberPage(b, freshID, fresh) })
+	d.stop(b)
+	s := r.ratio(0, 1)
+	recordPaired(groupYears, "dashboard chamber page on a five-year chamber / on a fresh one (whole process: `cryochamber web`, HTTP GET with the token)", what,
+		fmt.Sprintf("%.2fx (%s against %s)", s.med, ms(r.median(0)), ms(r.median(1))), s, "≤ 1.2x", ok(s.med <= 1.2))
+	b.ReportMetric(s.med, "web-page-ratio")
 }
 
 // BenchmarkChambers compares `wake --now` of one chamber in a user manager that holds 1, 10
@@ -311,6 +328,9 @@ func BenchmarkChambers(b *testing.B) {
 		}
 		recordPaired(groupChambers, "`cryochamber wake --now` of one chamber (whole process)", what, value, s, "", nil)
 	}
+	// The dashboard's overview of the largest manager's chambers (web_bench_test.go).
+	g := ms_[len(ms_)-1]
+	dashboardOverview(b, g.env, g.n, reps(b, 11))
 }
 
 // hugeSize is the output of the session whose block status and validate read: 505 MiB with

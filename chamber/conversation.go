@@ -25,12 +25,14 @@ func Conversation(ctx context.Context, env *Env, dir string, perBox int) ([]Rece
 	list := []ReceivedMessage{}
 	key := r.sealKey()
 	for _, box := range []struct{ name, dir string }{{"inbox", inboxDir}, {"archive", archiveDir}, {"outbox", outboxDir}} {
-		names, err := message.Names(r.fs, box.dir)
+		var names []string
+		if perBox > 0 {
+			names, err = message.LatestNames(r.fs, box.dir, perBox) // names sort by time: the latest
+		} else {
+			names, err = message.Names(r.fs, box.dir)
+		}
 		if err != nil {
 			return nil, &Error{Msg: "cannot list " + box.dir, Err: err}
-		}
-		if perBox > 0 && len(names) > perBox {
-			names = names[len(names)-perBox:] // names sort by time: the latest
 		}
 		for _, name := range names {
 			m, err := message.Read(r.fs, box.dir, name)

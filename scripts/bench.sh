@@ -1,10 +1,11 @@
 #!/bin/sh
 # make bench: every measurement of docs/BENCHMARKS.md at full size (logs of 1 MiB to 1 GiB, a
 # five-year chamber, 1/10/100 chambers in one user manager, a 505 MiB latest block, a 500 MB
-# agent output, 31 wakes, 24 timer firings), against the binary `make build` made (or
+# agent output, 31 wakes, 24 timer firings, the dashboard's chamber page and overview from a real
+# `cryochamber web`), against the binary `make build` made (or
 # $CRYOCHAMBER), then one table. It needs root, unshare and /lib/systemd/systemd (private systemd
 # user managers, as the tests use), GNU time (/usr/bin/time, for peak RSS) and strace (for the
-# wake's phases); about 5 GB free in $TMPDIR; and takes over 15 minutes at full size. It is not
+# wake's phases); about 5 GB free in $TMPDIR; and takes about 10 minutes at full size. It is not
 # part of `make test`.
 #
 # Every compared figure (a ratio) is the median of paired rounds: in each round every case runs

@@ -249,6 +249,65 @@ func BenchmarkFiveYears(b *testing.B) {
 			s, target, ok(met))
 		b.ReportMetric(s.med, c.key+"-ratio")
 	}
+
+	// The dashboard's page of each chamber (web_bench_test.go): one `cryochamber web`, the two
+	// pages asked in turns, as a user switching between them. The first visit of each (which
+	// finds the chambers with ps) is not measured: the page itself reads its chamber afresh at
+	// every visit.
+	d := startDashboard(b, env)
+	oldID, freshID := timer.ID(old), timer.ID(fresh)
+	d.chamberPage(b, oldID, old)
+	d.chamberPage(b, freshID, fresh)
+	r := pairedRounds(n, []string{"five-years", "fresh"},
+		func() time.Duration { return d.chamberPage(b, oldID, old) },
+		func() time.Duration { return d.chamberPage(b, freshID, fresh) })
+	d.stop(b)
+	s := r.ratio(0, 1)
+	recordPaired(groupYears, "dashboard chamber page on a five-year chamber / on a fresh one (whole process: `cryochamber web`, HTTP GET with the token)", what,
+		fmt.Sprintf("%.2fx (%s against %s)", s.med, ms(r.median(0)), ms(r.median(1))), s, "≤ 1.2x", ok(s.med <= 1.2))
+	b.ReportMetric(s.med, "web-page-ratio")
+
+	// Where `status` on the five-year chamber spends what the fresh one does not (perf and strace
+	// of both, 2026-11-27): it opens no file that grows with the years, but it lists the live
+	// outbox to count it (1,441 files at full size: getdents and ext4's hashed-directory walk,
+	// about 1.5 ms in process on this machine under load) and parses todo.json (the 100 latest
+	// finished TODOs that compaction keeps, and the pending ones). Both are bounded (rotation
+	// keeps one to two months in the live outbox; compaction 100 finished TODOs), so a chamber of
+	// two busy months costs the same; a fresh chamber has neither. These rows take them away in
+	// turn, in paired rounds again, so that the table shows how much of the ratio each is.
+	statusRatio := func() spread {
+		r := pairedRounds(n, []string{"five-years", "fresh"},
+			func() time.Duration { return mustRun(b, env, old, argv("status", old)...).wall },
+			func() time.Duration { return mustRun(b, env, fresh, argv("status", fresh)...).wall })
+		return r.ratio(0, 1)
+	}
+	aside := func(path string) func() {
+		if err := os.Rename(path, path+".aside"); err != nil {
+			b.Fatal(err)
+		}
+		return func() {
+			if err := os.Rename(path+".aside", path); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	outbox := filepath.Join(old, message.OutboxDir)
+	restoreOutbox := aside(outbox)
+	if err := os.Mkdir(outbox, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	s = statusRatio()
+	recordPaired(groupYears, "`cryochamber status --json` on the five-year chamber without its live outbox (moved aside: what counting it costs) / on a fresh one", what,
+		fmt.Sprintf("%.2fx", s.med), s, "", nil)
+	restoreTodos := aside(filepath.Join(stateDirOf(m, old), "todo.json"))
+	s = statusRatio()
+	recordPaired(groupYears, "`cryochamber status --json` on the five-year chamber without its live outbox and its todo.json (moved aside) / on a fresh one", what,
+		fmt.Sprintf("%.2fx", s.med), s, "", nil)
+	restoreTodos()
+	if err := os.Remove(outbox); err != nil {
+		b.Fatal(err)
+	}
+	restoreOutbox()
 }
 
 // BenchmarkChambers compares `wake --now` of one chamber in a user manager that holds 1, 10
@@ -311,6 +370,9 @@ func BenchmarkChambers(b *testing.B) {
 		}
 		recordPaired(groupChambers, "`cryochamber wake --now` of one chamber (whole process)", what, value, s, "", nil)
 	}
+	// The dashboard's overview of the largest manager's chambers (web_bench_test.go).
+	g := ms_[len(ms_)-1]
+	dashboardOverview(b, g.env, g.n, reps(b, 11))
 }
 
 // hugeSize is the output of the session whose block status and validate read: 505 MiB with

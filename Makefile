@@ -6,7 +6,16 @@ LDFLAGS  := -X main.version=$(VERSION)
 FUZZTIME ?= 20s
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build install test demo fuzz bench lint darwin clean
+.PHONY: all build install test demo fuzz bench lint darwin clean man
+
+# How the binary is built, by make build and by the tests (internal/e2e/fixture reads these two
+# lines, so that the tests run what ships). Static, without cgo: a dynamically linked binary
+# pays the dynamic loader and libc's start at every command (os/user then reads /etc/passwd and
+# falls back to $USER, env_user.go; net uses Go's own resolver). The tag leaves out urfave/cli's
+# docs.go, whose blackfriday and md2man every command initialised: the man page is generated
+# ahead and embedded (man.go; `make man` regenerates it). docs/DESIGN.md, "The binary".
+BUILD_ENV   := CGO_ENABLED=0
+BUILD_FLAGS := -trimpath -tags=urfave_cli_no_docs
 
 # Where `make install` puts things (a user install: no root needed).
 PREFIX   ?= $(HOME)/.local
@@ -19,7 +28,12 @@ FISHCOMP ?= $(PREFIX)/share/fish/vendor_completions.d
 all: build
 
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
+	$(BUILD_ENV) $(GO) build $(BUILD_FLAGS) -ldflags '$(LDFLAGS)' -o $(BIN) .
+
+# docs/cryochamber.1, the man page the binary embeds, generated from the help text by urfave/cli
+# (TestManPageFileIsCurrent fails until this is run after a change to a command's help).
+man:
+	$(GO) test -count=1 -run TestManPageFileIsCurrent . -update
 
 # The whole suite: vet, unit tests, and the end-to-end tests against real components (a private
 # systemd user manager, a real SMTP server, the agent CLIs, ...). Where a real component cannot
@@ -60,12 +74,14 @@ bench: build
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo 'gofmt -w these files:'; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	$(GO) vet $(BUILD_FLAGS) .
 	$(GO) run $(STATICCHECK) ./...
 
 # The macOS build must at least compile, vet and pass staticcheck on Linux CI (staticcheck is
 # built for this machine and told to check the darwin files).
 darwin:
 	GOOS=darwin GOARCH=arm64 $(GO) build ./...
+	GOOS=darwin GOARCH=arm64 $(BUILD_ENV) $(GO) build $(BUILD_FLAGS) -o /dev/null .
 	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
 	$(GO) run -exec 'env GOOS=darwin GOARCH=arm64' $(STATICCHECK) ./...
 

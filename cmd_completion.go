@@ -73,11 +73,7 @@ func manCommand(env *chamber.Env) *cli.Command {
 		Usage:  "print the manual page (roff, section 1), as make install installs it",
 		Hidden: true,
 		Action: func(c *cli.Context) error {
-			s, err := manPage(c.App)
-			if err != nil {
-				return err
-			}
-			fmt.Fprint(env.Stdout, s)
+			fmt.Fprint(env.Stdout, manPageRoff) // generated from this app's help (man.go)
 			return nil
 		},
 	}

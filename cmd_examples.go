@@ -45,21 +45,3 @@ func addExamples(cmds []*cli.Command) {
 		c.Description = d + "EXAMPLES:\n   " + strings.Join(ex, "\n   ")
 	}
 }
-
-// manPage is the roff manual page, section 1 (make install puts it in man1). urfave/cli renders
-// the app's description as Markdown, where "[CRYO:WAKE ...] (or ...)" reads as a link and loses
-// its brackets: the description goes in as a literal block, followed by every command's examples.
-func manPage(app *cli.App) (string, error) {
-	saved := app.Description
-	defer func() { app.Description = saved }()
-	var b strings.Builder
-	b.WriteString("```\n" + saved + "\n```\n\n# EXAMPLES\n\n```\n")
-	for _, c := range app.Commands {
-		for _, e := range examples[c.Name] {
-			b.WriteString(e + "\n")
-		}
-	}
-	b.WriteString("```")
-	app.Description = b.String()
-	return app.ToManWithSection(1)
-}

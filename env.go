@@ -154,10 +154,7 @@ func openBackend(ctx context.Context, env *chamber.Env, name string) (timer.Back
 		name = timer.DefaultBackend
 	}
 	uid := os.Getuid()
-	username := strconv.Itoa(uid)
-	if u, err := user.Current(); err == nil {
-		username = u.Username
-	}
+	username, known := userName(uid, user.Current, env.Getenv) // env_user.go
 	home := env.Getenv("HOME")
 	switch name {
 	case "systemd":
@@ -169,11 +166,15 @@ func openBackend(ctx context.Context, env *chamber.Env, name string) (timer.Back
 		if runtimeDir == "" {
 			runtimeDir = fmt.Sprintf("/run/user/%d", uid)
 		}
+		lingerFile := filepath.Join("/var/lib/systemd/linger", username)
+		if !known {
+			lingerFile = "" // no file is named by a uid: no warning that lingering is off
+		}
 		return timer.NewSystemd(ctx, timer.SystemdOptions{
 			UnitDir:    filepath.Join(cfgHome, "systemd", "user"),
 			RuntimeDir: runtimeDir,
 			BusAddress: env.Getenv("DBUS_SESSION_BUS_ADDRESS"),
-			LingerFile: filepath.Join("/var/lib/systemd/linger", username),
+			LingerFile: lingerFile,
 			User:       username,
 		})
 	case "launchd":

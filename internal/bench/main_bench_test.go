@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/e2e/fixture"
 	"github.com/cryochamber/cryochamber/timer/systemdtest"
 )
 
@@ -55,7 +56,11 @@ func needBinary(tb testing.TB) {
 			return
 		}
 		bin = filepath.Join(builtDir, "cryochamber")
-		build := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/cryochamber/cryochamber")
+		build, err := fixture.BuildCommand(bin) // as make build builds it: static, no docs.go
+		if err != nil {
+			binErr = err
+			return
+		}
 		if out, err := build.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("building cryochamber: %v\n%s", err, out)
 		}

@@ -362,7 +362,10 @@ fi
 func buildNewerFormat(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "cryochamber-newer")
-	cmd := exec.Command("go", "build", "-ldflags", "-X github.com/cryochamber/cryochamber/chamber.stateFormat=2", "-o", out, fixture.Module)
+	cmd, err := fixture.BuildCommand(out, "-ldflags", "-X github.com/cryochamber/cryochamber/chamber.stateFormat=2")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build the newer format: %v\n%s", err, b)
 	}

@@ -1,0 +1,101 @@
+package chamber
+
+import (
+	"encoding/json"
+	"io/fs"
+	"syscall"
+	"time"
+
+	"github.com/cryochamber/cryochamber/message"
+)
+
+// outboxCountName (in the private state directory) records how many messages the live outbox
+// held when a status last listed it, with the directory's identity and change times then. The
+// live outbox holds up to two months of replies (1,441 files for an hourly chamber): listing it
+// was a tenth of a `status` on a five-year chamber, the one part of it that grew with the age.
+//
+// It is a cache, never an authority: it is used only while the directory is provably the one
+// listed, unchanged since. Adding, removing or renaming an entry (a reply, a sync, rotateMailbox,
+// the agent in its session) sets the directory's mtime and ctime; the ctime cannot be set back
+// by a process (utimes sets it to now). The kernel's timestamps tick coarsely (a jiffy; two
+// seconds on some file systems), so an entry added in the same tick as the change before the
+// listing would leave both unchanged: the record is written, and trusted, only when the listing
+// began at least outboxSettle after both. Anything else (no record, another inode or device,
+// another time, a record from an older or newer program without these fields) lists as before.
+// The agent writes the outbox only inside its session (the cage ends every process at its end),
+// and nothing else writes there without changing the times, so a trusted count is the count.
+const outboxCountName = "outbox-count.json"
+
+// outboxSettle is how long after the directory's last change a listing must begin for its count
+// to be recorded and trusted (see outboxCountName).
+const outboxSettle = 2 * time.Second
+
+type outboxRecord struct {
+	Count int `json:"count"`
+	dirStamp
+	Listed int64 `json:"listed_ns"` // when the listing began (the chamber's clock, Unix ns)
+}
+
+// dirStamp is what identifies one state of a directory.
+type dirStamp struct {
+	Dev   uint64 `json:"dev"`
+	Ino   uint64 `json:"ino"`
+	Mtime int64  `json:"mtime_ns"`
+	Ctime int64  `json:"ctime_ns"`
+}
+
+// outboxStamp is the stamp of the directory fi, false when fi is not a directory or says nothing.
+func outboxStamp(fi fs.FileInfo) (dirStamp, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || !fi.IsDir() || st.Ino == 0 {
+		return dirStamp{}, false
+	}
+	return dirStamp{Dev: uint64(st.Dev), Ino: uint64(st.Ino), Mtime: fi.ModTime().UnixNano(), Ctime: statCtime(st)}, true
+}
+
+// settled reports whether the listing began outboxSettle after the directory's last change.
+func (rec outboxRecord) settled() bool {
+	return rec.Ino != 0 && rec.Listed-rec.Mtime >= int64(outboxSettle) && rec.Listed-rec.Ctime >= int64(outboxSettle)
+}
+
+// outboxCount is message.Count of the live outbox: the recorded count while the directory is
+// unchanged since it was recorded, else a listing (recorded when it may be).
+func (r *runner) outboxCount() (int, error) {
+	if fi, err := r.fs.Lstat(outboxDir); err == nil {
+		if now, ok := outboxStamp(fi); ok {
+			var rec outboxRecord
+			if data, err := r.store.read(outboxCountName, 4<<10); err == nil && json.Unmarshal(data, &rec) == nil && rec.settled() && rec.dirStamp == now {
+				return rec.Count, nil
+			}
+		}
+	}
+	listed := r.now()
+	n, err := message.Count(r.fs, outboxDir)
+	if err != nil {
+		return 0, err
+	}
+	r.recordOutboxCount(n, listed)
+	return n, nil
+}
+
+// recordOutboxCount records n, the count of a listing that began at listed, when a reader would
+// trust it: the directory stamped after the listing (a change during it shows), settled. A
+// failure (no private state directory yet: the chamber was never started) costs the next
+// status a listing.
+func (r *runner) recordOutboxCount(n int, listed time.Time) {
+	if r.store == "" || r.fs == nil {
+		return
+	}
+	fi, err := r.fs.Lstat(outboxDir)
+	if err != nil {
+		return
+	}
+	st, ok := outboxStamp(fi)
+	rec := outboxRecord{Count: n, dirStamp: st, Listed: listed.UnixNano()}
+	if !ok || !rec.settled() {
+		return
+	}
+	if data, err := json.Marshal(rec); err == nil && exists(string(r.store)) {
+		_ = writeCache(r.store.path(outboxCountName), data)
+	}
+}

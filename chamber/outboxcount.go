@@ -9,7 +9,7 @@ import (
 	"github.com/cryochamber/cryochamber/message"
 )
 
-// outboxCountName (in the private state directory) records how many messages the live outbox
+// outbox-count.json (in the private state directory) records how many messages the live outbox
 // held when a status last listed it, with the directory's identity and change times then. The
 // live outbox holds up to two months of replies (1,441 files for an hourly chamber): listing it
 // was a tenth of a `status` on a five-year chamber, the one part of it that grew with the age.
@@ -24,7 +24,7 @@ import (
 // another time, a record from an older or newer program without these fields) lists as before.
 // The agent writes the outbox only inside its session (the cage ends every process at its end),
 // and nothing else writes there without changing the times, so a trusted count is the count.
-const outboxCountName = "outbox-count.json"
+// (Its name, outboxCountName, is in store.go.)
 
 // outboxSettle is how long after the directory's last change a listing must begin for its count
 // to be recorded and trusted (see outboxCountName).

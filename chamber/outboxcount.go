@@ -30,10 +30,16 @@ import (
 // to be recorded and trusted (see outboxCountName).
 const outboxSettle = 2 * time.Second
 
+// kernelNow is the clock the listing's time is read from: the system's, not the chamber's
+// (r.now), since it is compared with the times the kernel stamps on the directory, and
+// CRYOCHAMBER_NOW moves the chamber's clock in the end-to-end tests (ahead, it would make a
+// listing look settled). A variable for the unit tests alone.
+var kernelNow = time.Now
+
 type outboxRecord struct {
 	Count int `json:"count"`
 	dirStamp
-	Listed int64 `json:"listed_ns"` // when the listing began (the chamber's clock, Unix ns)
+	Listed int64 `json:"listed_ns"` // when the listing began (kernelNow, Unix ns)
 }
 
 // dirStamp is what identifies one state of a directory.
@@ -69,7 +75,7 @@ func (r *runner) outboxCount() (int, error) {
 			}
 		}
 	}
-	listed := r.now()
+	listed := kernelNow()
 	n, err := message.Count(r.fs, outboxDir)
 	if err != nil {
 		return 0, err

@@ -9,13 +9,14 @@ import (
 	"time"
 )
 
-// outboxFixture is a runner whose clock the test sets, with n messages in the live outbox.
+// outboxFixture is a runner whose listing clock (kernelNow) the test sets, with n messages in the live outbox.
 func outboxFixture(t *testing.T, n int) (r *runner, clock *time.Time, add func(name string)) {
 	t.Helper()
 	r = testRunner(t, "agent = \"/bin/true\"\n", t0)
 	c := time.Now()
 	clock = &c
-	r.env.Now = func() time.Time { return *clock }
+	kernelNow = func() time.Time { return *clock }
+	t.Cleanup(func() { kernelNow = time.Now })
 	dir := filepath.Join(r.dir, outboxDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -17,18 +17,26 @@ import (
 // It is a cache, never an authority: it is used only while the directory is provably the one
 // listed, unchanged since. Adding, removing or renaming an entry (a reply, a sync, rotateMailbox,
 // the agent in its session) sets the directory's mtime and ctime; the ctime cannot be set back
-// by a process (utimes sets it to now). The kernel's timestamps tick coarsely (a jiffy; two
-// seconds on some file systems), so an entry added in the same tick as the change before the
+// by a process (utimes sets it to now). The kernel's timestamps tick coarsely (a jiffy; one or
+// two seconds on some file systems), so an entry added in the same tick as the change before the
 // listing would leave both unchanged: the record is written, and trusted, only when the listing
-// began at least outboxSettle after both. Anything else (no record, another inode or device,
+// began at least a tick after both (outboxSettle). Anything else (no record, another inode or device,
 // another time, a record from an older or newer program without these fields) lists as before.
 // The agent writes the outbox only inside its session (the cage ends every process at its end),
 // and nothing else writes there without changing the times, so a trusted count is the count.
 // (Its name, outboxCountName, is in store.go.)
 
 // outboxSettle is how long after the directory's last change a listing must begin for its count
-// to be recorded and trusted (see outboxCountName).
-const outboxSettle = 2 * time.Second
+// to be recorded and trusted (see above): two seconds, the coarsest stamps (FAT's mtime; HFS+
+// and others tick by the second), unless both stamps show a fraction of a second, which a file
+// system that ticks by the second or more never gives (a whole second from a fine one only costs
+// a listing). Then outboxSettleFine: Linux stamps from the clock of the last jiffy (10 ms at
+// most), exFAT by 10 ms, the rest finer. The fine case is the common one, and the one that lets
+// a status soon after a wake (whose session replied) record its count.
+const (
+	outboxSettle     = 2 * time.Second
+	outboxSettleFine = 100 * time.Millisecond
+)
 
 // kernelNow is the clock the listing's time is read from: the system's, not the chamber's
 // (r.now), since it is compared with the times the kernel stamps on the directory, and
@@ -61,7 +69,11 @@ func outboxStamp(fi fs.FileInfo) (dirStamp, bool) {
 
 // settled reports whether the listing began outboxSettle after the directory's last change.
 func (rec outboxRecord) settled() bool {
-	return rec.Ino != 0 && rec.Listed-rec.Mtime >= int64(outboxSettle) && rec.Listed-rec.Ctime >= int64(outboxSettle)
+	settle := int64(outboxSettle)
+	if rec.Mtime%1e9 != 0 && rec.Ctime%1e9 != 0 {
+		settle = int64(outboxSettleFine)
+	}
+	return rec.Ino != 0 && rec.Listed-rec.Mtime >= settle && rec.Listed-rec.Ctime >= settle
 }
 
 // outboxCount is message.Count of the live outbox: the recorded count while the directory is

@@ -113,16 +113,39 @@ func TestOutboxCountTooSoon(t *testing.T) {
 	if !ok {
 		t.Fatal("no stamp for the outbox")
 	}
-	rec := outboxRecord{Count: 99, dirStamp: st, Listed: st.Ctime + int64(time.Second)}
+	if st.Mtime%1e9 == 0 || st.Ctime%1e9 == 0 {
+		t.Skip("this file system stamps whole seconds (or the stamp fell on one): the fine case cannot be shown here")
+	}
+	rec := outboxRecord{Count: 99, dirStamp: st, Listed: max(st.Ctime, st.Mtime) + int64(outboxSettleFine)/2}
 	r.setOutboxRecord(t, rec)
 	if got := mustCount(t, r); got != 2 {
-		t.Fatalf("count with a record listed 1s after the change = %d, want the listing's 2", got)
+		t.Fatalf("count with a record listed %s after the change = %d, want the listing's 2", outboxSettleFine/2, got)
 	}
 	// The same record, settled, is trusted: the case above failed for its time alone.
-	rec.Listed = max(st.Ctime, st.Mtime) + int64(outboxSettle)
+	rec.Listed = max(st.Ctime, st.Mtime) + int64(outboxSettleFine)
 	r.setOutboxRecord(t, rec)
 	if got := mustCount(t, r); got != 99 {
 		t.Fatalf("count with a settled record = %d, want 99", got)
+	}
+	// Stamps in whole seconds may come from a file system that ticks by the second or two: a
+	// listing one second after is not settled there, two seconds is.
+	whole := time.Unix(st.Ctime/1e9-10, 0)
+	if err := os.Chtimes(filepath.Join(r.dir, outboxDir), whole, whole); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ = r.fs.Lstat(outboxDir)
+	st, _ = outboxStamp(fi)
+	for _, c := range []struct {
+		after time.Duration
+		want  int
+	}{{time.Second, 2}, {outboxSettle, 99}} {
+		r.setOutboxRecord(t, outboxRecord{Count: 99, dirStamp: st, Listed: max(st.Ctime, st.Mtime) + int64(c.after)})
+		if st.Mtime%1e9 != 0 {
+			t.Fatalf("mtime %d after Chtimes to a whole second", st.Mtime)
+		}
+		if got := mustCount(t, r); got != c.want {
+			t.Fatalf("whole-second mtime, listed %s after: count = %d, want %d", c.after, got, c.want)
+		}
 	}
 	// Another directory in its place (another inode) is listed.
 	if err := os.Rename(filepath.Join(r.dir, outboxDir), filepath.Join(r.dir, "messages/old")); err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/cryochamber/cryochamber/channel"
 	"github.com/cryochamber/cryochamber/internal/program"
 	"github.com/cryochamber/cryochamber/internal/termtext"
-	"github.com/cryochamber/cryochamber/message"
 	"github.com/cryochamber/cryochamber/sessionlog"
 	"github.com/cryochamber/cryochamber/timer"
 )
@@ -197,8 +196,9 @@ func Status(ctx context.Context, env *Env, opts StatusOptions) (*StatusInfo, err
 	}
 	if r.fs != nil {
 		s.Inbox = r.inboxCount()
-		// Counted from the listing alone: the live outbox holds up to two months of replies.
-		if n, err := message.Count(r.fs, outboxDir); err == nil {
+		// Counted from the listing alone: the live outbox holds up to two months of replies;
+		// and not listed again while it is unchanged since a status counted it (outboxcount.go).
+		if n, err := r.outboxCount(); err == nil {
 			s.Outbox = n
 		}
 	}

@@ -211,16 +211,16 @@ func pinBinary(stateDir, bin string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(stateDir, "bin")
-	if err := os.MkdirAll(bin, 0o700); err != nil {
+	copies := filepath.Join(stateDir, "bin")
+	if err := os.MkdirAll(copies, 0o700); err != nil {
 		return "", err
 	}
 	// No copy is handed out while a prune looks (pinprune.go); a copy handed out again is
 	// touched, so that the prune's grace keeps it while its chamber records it.
-	if l, err := flock.Wait(filepath.Join(bin, binLock)); err == nil {
+	if l, err := flock.Wait(filepath.Join(copies, binLock)); err == nil {
 		defer l.Unlock()
 	}
-	dir := filepath.Join(bin, sha(data)[:16])
+	dir := filepath.Join(copies, sha(data)[:16])
 	dst := filepath.Join(dir, "cryochamber")
 	if fi, err := os.Stat(dst); err == nil && fi.Size() == int64(len(data)) {
 		now := time.Now()

@@ -153,12 +153,6 @@ func TestPinnedCopiesPruned(t *testing.T) {
 		t.Errorf("copies after the second look: %v, want %v\n%s", got, want(1, 5, 6), out)
 	}
 	whole()
-	// D's dead-man still runs its copy (203/EXEC when the program is gone).
-	m.Systemctl(t, "start", timer.SystemdServiceName(dID, timer.Fallback))
-	m.WaitIdle(t, 60*time.Second, timer.SystemdServiceName(dID, timer.Fallback))
-	if st := strings.TrimSpace(m.Systemctl(t, "show", "-p", "ExecMainStatus", "--value", timer.SystemdServiceName(dID, timer.Fallback))); st != "0" {
-		t.Errorf("D's dead-man exited %s after the prune\n%s", st, fixture.Tail(m.Journal(t), 3000))
-	}
 
 	// A prune killed after it renamed a copy away.
 	install(7)
@@ -180,8 +174,19 @@ func TestPinnedCopiesPruned(t *testing.T) {
 		t.Errorf("copies after the next prune: %v, want %v", got, want(1, 6, 7))
 	}
 	whole()
+
+	// D's dead-man still runs its copy: the manager starts it (status 203/EXEC and a failed
+	// start when its program is gone; what the check then says of D, whose pin is gone, is
+	// another matter).
+	fb := timer.SystemdServiceName(dID, timer.Fallback)
+	m.Systemctl(t, "start", fb)
+	m.WaitIdle(t, 60*time.Second, fb)
+	show := m.Systemctl(t, "show", "-p", "ExecMainStatus", "-p", "ExecMainStartTimestampMonotonic", "-p", "Result", fb)
+	if strings.Contains(show, "ExecMainStatus=203") || strings.Contains(show, "ExecMainStartTimestampMonotonic=0\n") || strings.Contains(show, "Result=exec") {
+		t.Errorf("D's dead-man could not run its copy after the prunes:\n%s\n%s", show, fixture.Tail(m.Journal(t), 3000))
+	}
 	a.must(0, "cancel", "--dir", a.dir)
-	d.must(0, "cancel", "--dir", d.dir)
+	d.run("cancel", "--dir", d.dir)
 }
 
 func equalStrings(a, b []string) bool {

@@ -65,6 +65,7 @@ func (r *runner) accept(raw []byte) error {
 		return err
 	}
 	r.pins = &p
+	r.pruneDue = true // pinprune.go: old copies are looked at when the command ends
 	return nil
 }
 

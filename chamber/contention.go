@@ -52,11 +52,16 @@ func managerSlow(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || transientBusError(err)
 }
 
-// armPatiently arms the wake for t (arm) and, when the manager is too slow, tries again (see
-// above). It returns the context the rest of the hibernation runs with (a fresh one after a slow
-// arming: the first one's time is spent, also for a refusal after it) and its release; an
-// error only when the manager refused.
-func (r *runner) armPatiently(ctx context.Context, f *finishing, rep *validate.Report, t time.Time) (context.Context, context.CancelFunc, error) {
+// armPatiently arms the wake for *t (arm) and, when the manager is too slow, tries again (see
+// above). A wake that falls due while the manager is silent is armed as soon as possible, as
+// the judgement arms a WAKE that passed (judge.go), and *t says when: a transient timer for an
+// instant that has passed never fires, and the read-back refused the plan for it (a WAKE a
+// few seconds on, and a manager silent longer: TestSilent3_11WakeDueDuringSlowArming). It
+// returns the context the rest of the hibernation runs with (a fresh one after a slow arming:
+// the first one's time is spent, also for a refusal after it) and its release; an error only
+// when the manager refused.
+func (r *runner) armPatiently(ctx context.Context, f *finishing, rep *validate.Report, wake *time.Time) (context.Context, context.CancelFunc, error) {
+	t := *wake
 	try := validate.New(nil)
 	err := r.arm(ctx, try, t)
 	if err == nil || !managerSlow(err) {
@@ -84,6 +89,11 @@ func (r *runner) armPatiently(ctx context.Context, f *finishing, rep *validate.R
 			mergeChecks(rep, try, validate.Warn)
 			return rest, release, nil
 		}
+		if soon := ceilSecond(r.now().Add(armLead)).UTC(); t.Before(soon) {
+			r.warnf("the next wake, %s, fell due while the timer manager was silent: it is armed for %s", t.Format(time.RFC3339), soon.Format(time.RFC3339))
+			t, *wake = soon, soon
+			r.st.Wake = &soon
+		}
 		tctx, cancel := context.WithTimeout(base, armTryTimeout)
 		try = validate.New(nil)
 		err = r.arm(tctx, try, t)
@@ -92,6 +102,14 @@ func (r *runner) armPatiently(ctx context.Context, f *finishing, rep *validate.R
 			mergeChecks(rep, try, validate.Fail)
 			r.warnf("the next wake was armed at try %d, %s late (the timer manager was slow)", tries, time.Since(began).Round(time.Second))
 			break
+		}
+		if !managerSlow(err) && t.Before(ceilSecond(r.now().Add(armLead))) {
+			// The try waited for the manager past the wake it armed (a timer for an instant
+			// gone never fires): tried again, now that it answers, for as soon as possible.
+			if time.Since(began) >= armPatience {
+				break // kept, as when it never answers
+			}
+			continue
 		}
 		if !managerSlow(err) {
 			// Refused: the refusal disarms and alerts, with time of its own (ctx's is spent).

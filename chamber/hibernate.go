@@ -44,7 +44,7 @@ func (r *runner) hibernate(ctx context.Context, f *finishing, validAt time.Time)
 		}
 		return r.complete(ctx, f, rep)
 	}
-	actx, release, err := r.armPatiently(ctx, f, rep, *v.next) // contention.go
+	actx, release, err := r.armPatiently(ctx, f, rep, v.next) // contention.go: v.next moves when it fell due meanwhile
 	defer release()
 	ctx = actx // a fresh context after a slow arming: the first one's time is spent
 	if err != nil {
@@ -365,7 +365,7 @@ func (r *runner) retry(ctx context.Context, f *finishing) error {
 	// As patient with a busy manager as a session that answered (contention.go): at a
 	// manager's start many sessions fail together (no network yet) and arm their retries at once.
 	r.st.Reason = reason
-	actx, release, err := r.armPatiently(ctx, f, rep, t)
+	actx, release, err := r.armPatiently(ctx, f, rep, &t)
 	defer release()
 	ctx = actx
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cryochamber/cryochamber/internal/atomicfile"
+	"github.com/cryochamber/cryochamber/internal/flock"
 	"github.com/cryochamber/cryochamber/internal/program"
 )
 
@@ -210,9 +211,20 @@ func pinBinary(stateDir, bin string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(stateDir, "bin", sha(data)[:16])
+	copies := filepath.Join(stateDir, "bin")
+	if err := os.MkdirAll(copies, 0o700); err != nil {
+		return "", err
+	}
+	// No copy is handed out while a prune looks (pinprune.go); a copy handed out again is
+	// touched, so that the prune's grace keeps it while its chamber records it.
+	if l, err := flock.Wait(filepath.Join(copies, binLock)); err == nil {
+		defer l.Unlock()
+	}
+	dir := filepath.Join(copies, sha(data)[:16])
 	dst := filepath.Join(dir, "cryochamber")
 	if fi, err := os.Stat(dst); err == nil && fi.Size() == int64(len(data)) {
+		now := time.Now()
+		_ = os.Chtimes(dst, now, now)
 		return dst, nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {

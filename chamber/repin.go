@@ -91,4 +91,5 @@ func (r *runner) repinSelf() {
 	// The timers armed before now run the copy this replaced: the session's dead-man is armed
 	// anew rather than kept (startDeadman), so that it runs this build.
 	r.repinChanged = next.Copy != p.Copy
+	r.pruneDue = r.pruneDue || r.repinChanged // pinprune.go
 }

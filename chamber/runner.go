@@ -49,6 +49,7 @@ type runner struct {
 	saved        []byte        // what the last save wrote (saveChanged compares with it)
 	repinned     bool          // this build's copy for the dead-man was checked (repin.go)
 	repinChanged bool          // ... and it replaced the copy the timers armed before run
+	pruneDue     bool          // a new copy was pinned: old ones are looked at when the command ends (pinprune.go)
 	// unlocked: the runner holds no lock (status, validate, log, ...). It writes nothing a
 	// holder owns (the state, timers, the log's notes, the history, the spend) and delivers
 	// nothing; the dead-man's hung check alone clears it to deliver (fallback.go).
@@ -122,6 +123,7 @@ func (r *runner) saveChanged() error {
 
 // close releases the backend and the lock, and the chamber directory.
 func (r *runner) close() {
+	r.pruneCopies() // pinprune.go: after the command's work, still under its lock
 	r.closeBackend()
 	if r.lock != nil {
 		r.lock.Unlock()

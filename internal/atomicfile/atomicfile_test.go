@@ -57,3 +57,33 @@ func TestWriteFailureLeavesOldFile(t *testing.T) {
 		t.Fatalf("temporary file left behind after a failed rename: %v", ents)
 	}
 }
+
+// TestWriteNoSyncReplaces: WriteNoSync replaces the file atomically with the mode asked for,
+// calls its hook before the rename (the old content still there), and leaves no temporary file.
+func TestWriteNoSyncReplaces(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "agent.json")
+	if err := os.WriteFile(p, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hooked := false
+	err := WriteNoSync(p, []byte("new"), 0o600, func() {
+		hooked = true
+		if got, _ := os.ReadFile(p); string(got) != "old" {
+			t.Errorf("before the rename the file holds %q, want the old content", got)
+		}
+	})
+	if err != nil || !hooked {
+		t.Fatalf("WriteNoSync = %v, hook called %v", err, hooked)
+	}
+	got, err := os.ReadFile(p)
+	if err != nil || string(got) != "new" {
+		t.Fatalf("content = %q (%v), want %q", got, err, "new")
+	}
+	if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode = %v (%v), want 0600", fi.Mode().Perm(), err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("temporary files left behind: %v", ents)
+	}
+}

@@ -69,12 +69,12 @@ func (r *runner) recordAgent(g agent.Group) {
 		rec := agentRecord{Session: r.st.Session, PID: h.PID, Since: h.Since, Agent: g, Fallback: r.st.Timers.Fallback, LogOffset: r.st.LogOffset}
 		data, err := json.Marshal(rec)
 		if err == nil {
-			err = atomicfile.WriteNoSync(r.store.path(agentName), append(data, '\n'), 0o600, func() { r.env.checkpoint("agent-temp") })
+			err = atomicfile.WriteNoSync(r.store.path(agentRecordName), append(data, '\n'), 0o600, func() { r.env.checkpoint("agent-temp") })
 		}
 		if err == nil {
 			return
 		}
-		r.warnf("cannot record the agent's process group in %s (%v): it is saved in the state", r.store.path(agentName), err)
+		r.warnf("cannot record the agent's process group in %s (%v): it is saved in the state", r.store.path(agentRecordName), err)
 	}
 	if err := r.save(); err != nil {
 		r.warnf("%v", err)
@@ -113,7 +113,7 @@ func (s store) withAgent(st *State) {
 	if st.Phase != PhaseRunning || h == nil || h.Agent != nil {
 		return
 	}
-	data, err := s.read(agentName, maxAgentRecord)
+	data, err := s.read(agentRecordName, maxAgentRecord)
 	if err != nil {
 		return // none (the agent has not started, or an older build ran it), or unreadable
 	}

@@ -65,7 +65,7 @@ func TestRecordAgentWritesTheSideFileOnly(t *testing.T) {
 	if st.Timers.Fallback == nil || !st.Timers.Fallback.Equal(t0.Add(time.Hour)) || st.LogOffset != 512 {
 		t.Fatalf("loaded dead-man %v offset %d; want the session's (%s) and the block's (512)", st.Timers.Fallback, st.LogOffset, t0.Add(time.Hour))
 	}
-	if fi, err := os.Stat(r.store.path(agentName)); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(r.store.path(agentRecordName)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("agent.json: %v %v; want mode 0600", fi, err)
 	}
 }
@@ -84,7 +84,7 @@ func TestRecordAgentSavesWhatElseChanged(t *testing.T) {
 	if saved.Holder == nil || saved.Holder.Agent == nil || *saved.Holder.Agent != g || len(saved.Warnings) != 1 || saved.LogOffset != 512 {
 		t.Fatalf("state.json holds %+v, warnings %v, offset %d; want the group, the warning and the block's offset saved", saved.Holder, saved.Warnings, saved.LogOffset)
 	}
-	if _, err := os.Stat(r.store.path(agentName)); !os.IsNotExist(err) {
+	if _, err := os.Stat(r.store.path(agentRecordName)); !os.IsNotExist(err) {
 		t.Fatalf("agent.json written beside a full save: %v", err)
 	}
 }
@@ -145,7 +145,7 @@ func TestLoadWithAgentRecord(t *testing.T) {
 				t.Fatal(err)
 			}
 			if c.file != nil {
-				if err := os.WriteFile(r.store.path(agentName), []byte(*c.file), 0o600); err != nil {
+				if err := os.WriteFile(r.store.path(agentRecordName), []byte(*c.file), 0o600); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -177,7 +177,7 @@ func ptrStr(s string) *string { return &s }
 // holder, like the state's.
 func TestRemoveStaleAgentTemp(t *testing.T) {
 	r := testRunner(t, "agent = \"/bin/true\"\n", t0)
-	tmp := filepath.Join(string(r.store), "."+agentName+".tmp-123")
+	tmp := filepath.Join(string(r.store), "."+agentRecordName+".tmp-123")
 	if err := os.WriteFile(tmp, []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ const (
 	historyGlob     = "history-*.jsonl"   // every year's index
 	overdueFlag     = "overdue-%d"        // the dead-man told that session %d hangs (fallback.go)
 	blockName       = "block.json"        // the latest block this program closed (lastblock.go)
-	agentName       = "agent.json"        // the running session's agent group, written without fsync (agentfile.go)
+	agentRecordName = "agent.json"        // the running session's agent group, written without fsync (agentfile.go)
 	heartbeatName   = "heartbeat.json"    // the monitor's last answer (heartbeat.go)
 	digestName      = "digest.json"       // the last digest sent (digest.go)
 	cliConfigName   = "cli-config.json"   // the code-bearing CLI configuration's fingerprint (cliconfig.go)

@@ -41,12 +41,17 @@ type agentRecordJSON struct {
 }
 
 // orphanAgent, in the session that finds the file "orphan", records its pid (the leader of its
-// process group) and a child's, kills its cryochamber parent and waits: an orphan group whose
-// leader and child must both be ended before anything else runs.
+// process group) and a child's, waits until its wake has recorded its group (in the file the
+// test names in "orphan": agent.json; unconfined, the agent can read it), kills its cryochamber
+// parent and waits: an orphan group whose leader and child must both be ended before anything
+// else runs.
 const orphanAgent = `#!/bin/sh
 echo "ran $CRYO_SESSION" >> runs.txt
 if [ -e orphan ]; then
+	record=$(cat orphan)
 	rm orphan
+	i=0
+	until grep -q "\"pgid\":$$," "$record" 2>/dev/null || [ $i -ge 200 ]; do sleep 0.05; i=$((i+1)); done
 	sleep 600 &
 	echo $! > child.pid
 	echo $$ > agent.pid
@@ -67,7 +72,7 @@ func orphanTrial(t *testing.T, m *systemdtest.Manager) (dir string, env []string
 	dir = fixture.Chamber(t, "agent = \"./agent.sh\"\nwatch_inbox = false\n\n[sandbox]\nmode = \"off\"\n", orphanAgent, nil)
 	env = fixture.Env(m)
 	fixture.Must(t, 0, env, dir, "start", filepath.Join(dir, "plan.md"))
-	fixture.WriteFile(t, filepath.Join(dir, "orphan"), "")
+	fixture.WriteFile(t, filepath.Join(dir, "orphan"), storeFile(m, dir, "agent.json"))
 	if code, out := bin(t, env, dir, "wake", "--dir", dir, "--now"); code != -int(syscall.SIGKILL) {
 		t.Fatalf("the wake whose agent kills it exited %d, want SIGKILL\n%s", code, out)
 	}
@@ -152,9 +157,10 @@ func TestOrphanEndedFromAgentRecord(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// Exit status 1: the crashed session is a failure, retried.
 			code, out := bin(t, env, dir, "wake", "--dir", dir)
-			if code != 0 {
-				t.Fatalf("the recovering wake exited %d\n%s", code, out)
+			if code != 1 {
+				t.Fatalf("the recovering wake exited %d, want 1 (session 2 failed, retried)\n%s", code, out)
 			}
 			ended := fmt.Sprintf("recovering: ended the agent that session 2 left running (process group %d)", leader)
 			crashed := "recovering: session 2 crashed"
@@ -250,7 +256,7 @@ func TestAgentRecordDamagedOrStale(t *testing.T) {
 				t.Fatalf("with a %s agent.json the holder is %+v; want the claim's, without an agent", how, st.Holder)
 			}
 			code, out := bin(t, env, dir, "wake", "--dir", dir)
-			if code != 0 || !strings.Contains(out, "recovering: session 2 crashed") {
+			if code != 1 || !strings.Contains(out, "recovering: session 2 crashed") {
 				t.Fatalf("the recovering wake beside a %s agent.json exited %d\n%s", how, code, out)
 			}
 			// (Its one warning is the lock taken over from the killed wake.)

@@ -3,6 +3,7 @@ package chamber
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"time"
 
 	"github.com/cryochamber/cryochamber/agent"
@@ -29,8 +30,9 @@ import (
 // a group: every command then sees the state as the old second save left it (recover ends the
 // group, status shows the session's dead-man and the holder's group, the log is read from the
 // block's offset). A record that is missing, empty or unparseable (what a power cut can leave
-// of a file written without fsync), or that names another claim (a stale one: it is never
-// removed, the next session's start replaces it), is no record: the state then says what the
+// of a file written without fsync), or that names another claim (a stale one: it is not
+// removed when its session ends, which would cost a step at every hibernation; the next
+// session's start removes it and writes its own), is no record: the state then says what the
 // claim said, exactly what the old state said after a power cut before its second save, and
 // after a power cut nothing of the boot that wrote it is running. A state.json that records a
 // group itself is complete and the file is ignored: an older build's second save (an upgrade
@@ -69,6 +71,12 @@ func (r *runner) recordAgent(g agent.Group) {
 		rec := agentRecord{Session: r.st.Session, PID: h.PID, Since: h.Since, Agent: g, Fallback: r.st.Timers.Fallback, LogOffset: r.st.LogOffset}
 		data, err := json.Marshal(rec)
 		if err == nil {
+			// The record there is an earlier claim's (this claim records once), which every
+			// reader ignores: it goes first, so that the new one is renamed into a free name.
+			// Renamed over an existing file, ext4 writes the new file's data out at the rename
+			// (auto_da_alloc), which costs about as much as the fsyncs saved (1.3 ms against
+			// 1.5 ms measured here; 0.04 ms into a free name).
+			_ = os.Remove(r.store.path(agentRecordName))
 			err = atomicfile.WriteNoSync(r.store.path(agentRecordName), append(data, '\n'), 0o600, func() { r.env.checkpoint("agent-temp") })
 		}
 		if err == nil {

@@ -4,8 +4,8 @@
 // It follows restic's local backend: write a temporary file in the same directory, fsync it,
 // close it, rename it over the target, then fsync the directory so the rename itself is durable.
 // It never writes in place and never leaves a temporary file behind on an error it can see.
-// WriteNoSync skips both fsyncs, for a record that only matters within the boot that wrote it:
-// it keeps the promise against a killed process, not against a power cut.
+// WriteNoSync skips both fsyncs, for a record that a missing or empty file does no harm to: it
+// keeps the promise against a killed process, not against a power cut.
 package atomicfile
 
 import (
@@ -29,8 +29,8 @@ func WriteHook(path string, data []byte, perm os.FileMode, beforeRename func()) 
 // without either fsync. Readers in the same boot see the old content or the new, never a mix,
 // also after the writer was killed (the page cache outlives the process). After a power cut or
 // a kernel crash the file may hold the old content, the new, or nothing (missing, or empty):
-// only for a record whose every reader takes those to mean "nothing from this boot" (the
-// chamber's agent.json: the agent it names died with the machine).
+// only for a record whose every reader takes those to mean "no record" (the chamber's
+// agent.json: the agent it names died with the machine; block.json, a cache its reader checks).
 func WriteNoSync(path string, data []byte, perm os.FileMode, beforeRename func()) error {
 	return write(path, data, perm, beforeRename, false)
 }

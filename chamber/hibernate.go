@@ -175,8 +175,8 @@ const deadmanArmTimeout = 20 * time.Second
 
 // armDeadman arms the dead-man timer for a session that starts at start: every session has
 // one, whatever woke it (a message, send --wake, wake --now), so that a session killed hard is
-// recovered, and one that hangs is reported, at start + fallback_after. The caller saves it
-// (with the agent's process group).
+// recovered, and one that hangs is reported, at start + fallback_after. The caller records it
+// with the agent's process group (agentfile.go).
 func (r *runner) armDeadman(ctx context.Context, start time.Time) {
 	// Bounded (issue 23, item 11): a bus that stops answering must not hold the session back
 	// for ever; the connection it hung on is dropped, so that the next call dials again.

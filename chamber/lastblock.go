@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"path/filepath"
 
+	"github.com/cryochamber/cryochamber/internal/atomicfile"
 	"github.com/cryochamber/cryochamber/marker"
 	"github.com/cryochamber/cryochamber/sessionlog"
 )
@@ -75,20 +75,7 @@ func (r *runner) recordBlock(ref sessionlog.Ref, rec *markerRecorder) {
 // cache that every reader checks, which a crash may leave old or empty (then unused), never
 // half-written. Its fsyncs cost more than the rest of its write on a busy disk.
 func writeCache(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(data)
-	if err := errors.Join(werr, f.Chmod(0o600), f.Close()); err != nil {
-		_ = os.Remove(f.Name())
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		_ = os.Remove(f.Name())
-		return err
-	}
-	return nil
+	return atomicfile.WriteNoSync(path, data, 0o600, nil) // the one writer without fsync
 }
 
 // closedBlock reads block.json, or nil when there is none or it cannot be used.

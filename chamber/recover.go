@@ -23,7 +23,8 @@ func (r *runner) recover(ctx context.Context) (bool, error) {
 	f := &finishing{n: n, why: r.st.Reason, due: r.st.Wake}
 	if h := r.st.Holder; h != nil && h.Agent != nil {
 		// The process that died may have left its agent running: end it before anything
-		// else runs, so that no session runs beside an orphan.
+		// else runs, so that no session runs beside an orphan. (The group comes from
+		// agent.json, laid over the state by load, or from an older build's state.json.)
 		if ended, err := agent.EndGroup(*h.Agent, agent.DefaultGrace); err != nil {
 			r.warnf("cannot end the agent that session %d left running (process group %d): %v", n, h.Agent.PGID, err)
 		} else if ended {

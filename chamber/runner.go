@@ -211,6 +211,7 @@ func (r *runner) removeStale() {
 	atomicfile.RemoveStale(string(r.store), stateName)
 	atomicfile.RemoveStale(string(r.store), todoName)
 	atomicfile.RemoveStale(string(r.store), blockName)
+	atomicfile.RemoveStale(string(r.store), agentRecordName)
 	// launchd appends every job's output to a file here: keep the last few MiB of it.
 	for _, name := range []string{launchdOut, launchdErr, syncLaunchdOut, syncLaunchdErr} {
 		if fi, err := os.Stat(r.store.path(name)); err == nil && fi.Size() > maxJobOutput {

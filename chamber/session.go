@@ -122,9 +122,10 @@ func (r *runner) runSession(ctx context.Context, n int, due time.Time, why Why) 
 			detail: fmt.Sprintf("the chamber cannot be written, so the session did not run: %v", err)}
 		return r.retry(ctx, f)
 	}
-	// Saved with the agent's process group as it starts (one save instead of three: each is two
-	// fsyncs). Until then the state holds the previous offset, a hint that Latest checks, and
-	// the dead-man it had: a crash here is recovered from the holder alone.
+	// Recorded with the agent's process group as it starts (agent.json, agentfile.go: no save
+	// of the state, which is two fsyncs). Until then the state holds the previous offset, a
+	// hint that Latest checks, and the dead-man it had: a crash here is recovered from the
+	// holder alone.
 	r.st.LogOffset = block.Offset()
 	r.env.checkpoint("header")
 
@@ -283,16 +284,9 @@ func (r *runner) execute(ctx context.Context, n int, cmd Command, due time.Time,
 		Stdout:     stdout,
 		Stderr:     block.Stderr(),
 		// Recorded so that a recovery after this process died ends what it left running
-		// (launchd does not clean up a job's other process groups); the session's dead-man and
-		// log offset are saved with it.
-		Started: func(g agent.Group) {
-			if r.st.Holder != nil {
-				r.st.Holder.Agent = &g
-				if err := r.save(); err != nil {
-					r.warnf("%v", err)
-				}
-			}
-		},
+		// (launchd does not clean up a job's other process groups), with the session's
+		// dead-man and log offset: in agent.json, without fsync (agentfile.go).
+		Started: r.recordAgent,
 	})
 }
 

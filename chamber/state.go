@@ -145,7 +145,9 @@ type Holder struct {
 	Since   time.Time `json:"since"`
 	Command string    `json:"command,omitempty"` // wake, start, fallback
 	// Agent is the agent's process group while it runs: a recovery ends what a wake that died
-	// left running (launchd does not clean a job's other process groups).
+	// left running (launchd does not clean a job's other process groups). Recorded in
+	// agent.json as the agent starts, and read from there by load (agentfile.go); state.json
+	// holds it only when saved later in the session, or by an older build.
 	Agent *agent.Group `json:"agent,omitempty"`
 }
 
@@ -191,7 +193,11 @@ func (s store) load() (*State, error) {
 	if err != nil {
 		return nil, &StateError{s.path(stateName), err}
 	}
-	return parseState(s.path(stateName), data)
+	st, err := parseState(s.path(stateName), data)
+	if err == nil {
+		s.withAgent(st) // agentfile.go: the running agent's group, recorded without fsync
+	}
+	return st, err
 }
 
 // LoadState reads the state of the chamber at dir from the user's state directory stateDir

@@ -41,6 +41,7 @@ const (
 	overdueFlag     = "overdue-%d"        // the dead-man told that session %d hangs (fallback.go)
 	blockName       = "block.json"        // the latest block this program closed (lastblock.go)
 	outboxCountName = "outbox-count.json" // the live outbox's count, a cache for status (outboxcount.go)
+	agentRecordName = "agent.json"        // the running session's agent group, written without fsync (agentfile.go)
 	heartbeatName   = "heartbeat.json"    // the monitor's last answer (heartbeat.go)
 	digestName      = "digest.json"       // the last digest sent (digest.go)
 	cliConfigName   = "cli-config.json"   // the code-bearing CLI configuration's fingerprint (cliconfig.go)

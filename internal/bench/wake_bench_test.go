@@ -268,6 +268,7 @@ func phases(evs []event) ([]phase, time.Duration) {
 	arm := "" // which unit the backend is working on
 	agentPid := 0
 	saves := 0
+	agentRec := false // the agent's start was recorded in agent.json, not by a save of the state
 	add(evs[0].t, "process start: exec, Go runtime init, flags")
 	var end time.Time
 	for _, e := range evs {
@@ -286,14 +287,18 @@ func phases(evs []event) ([]phase, time.Duration) {
 		case child[e.pid]:
 		case strings.HasPrefix(c, "openat(") && strings.Contains(c, "/lock\"") && saves == 0:
 			add(e.t, "take the lock; load state.json, the accepted cryo.toml, the pins")
+		case strings.HasPrefix(c, "openat(") && strings.Contains(c, "/.agent.json.tmp-"):
+			agentRec = true
+			add(e.t, "record agent.json (the agent's process group, the session's dead-man, the log offset; no fsync)")
 		case strings.HasPrefix(c, "openat(") && strings.Contains(c, "/.state.json.tmp-"):
 			saves++
-			switch saves {
-			case 1:
+			switch {
+			case saves == 1:
 				add(e.t, "save state.json (running) + the timer.json view")
-			case 2:
+			case saves == 2 && !agentRec:
+				// An earlier build (-cryo.bin of one), or a state that changed otherwise since the claim.
 				add(e.t, "save state.json (the agent's process group, the session's dead-man, the log offset) + view")
-			case 3:
+			case saves == 2 || saves == 3 && !agentRec:
 				add(e.t, "save state.json (armed) + view; history")
 			default:
 				add(e.t, "save state.json again after an alert or notice; exit")

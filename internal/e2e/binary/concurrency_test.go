@@ -138,6 +138,22 @@ func TestWakeRacesCancel(t *testing.T) {
 		}
 		return &st
 	}
+	// pendingAgent is agent.json being written (in the private state directory), not yet
+	// renamed into place.
+	pendingAgent := func(t *testing.T, dir string) *agentRecordJSON {
+		t.Helper()
+		statePath := chamber.StatePath(fixture.StateDir(m), dir)
+		tmp, _ := filepath.Glob(filepath.Join(filepath.Dir(statePath), ".agent.json.tmp-*"))
+		if len(tmp) != 1 {
+			t.Fatalf("want one agent.json being written, found %v", tmp)
+		}
+		data, err := os.ReadFile(tmp[0])
+		var rec agentRecordJSON
+		if err != nil || json.Unmarshal(data, &rec) != nil {
+			t.Fatalf("%s: %v\n%s", tmp[0], err, data)
+		}
+		return &rec
+	}
 	// wakeUnit is what the manager holds for the wake timer, its next elapse (session 1's until
 	// the wake arms session 3's, which is an hour later; the timer is transient, no file).
 	wakeUnit := func(t *testing.T, dir string) string {
@@ -171,20 +187,20 @@ func TestWakeRacesCancel(t *testing.T) {
 				t.Fatal("want block 2 begun and the agent not started")
 			}
 		}},
-		{"state-temp:2", func(t *testing.T, dir, unit1 string) { // the agent's group, the session's dead-man and block 2's offset being recorded
-			st, next := state(t, dir), pending(t, dir)
+		{"agent-temp", func(t *testing.T, dir, unit1 string) { // the agent's group, the session's dead-man and block 2's offset being recorded (agent.json)
+			st, next := state(t, dir), pendingAgent(t, dir)
 			// The group is recorded once the sandbox holding the agent runs: the agent's own
 			// first line (ran 2) comes a moment later, while the wake waits here.
 			fixture.WaitFor(t, 10*time.Second, "the agent of session 2 to start", func() bool {
 				return countLines(t, filepath.Join(dir, "runs.txt"), "ran 2") == 1
 			})
-			if st.Phase != chamber.PhaseRunning || st.Holder == nil || st.Holder.Agent != nil || next.Holder == nil || next.Holder.Agent == nil ||
+			if st.Phase != chamber.PhaseRunning || st.Holder == nil || st.Holder.Agent != nil || next.Session != 2 || next.PID != st.Holder.PID || next.Agent.PGID <= 1 ||
 				!logHas(dir, `^--- CRYO SESSION 2 `) {
-				t.Fatalf("holder %+v being written over %+v; want the started agent's group recorded", next.Holder, st.Holder)
+				t.Fatalf("agent.json %+v being written beside holder %+v; want the started agent's group recorded for this claim", next, st.Holder)
 			}
-			if next.LogOffset <= st.LogOffset || next.Timers.Fallback == nil || st.Timers.Fallback == nil || !next.Timers.Fallback.Before(*st.Timers.Fallback) {
-				t.Fatalf("offset %d over %d, dead-man %v over %v; want block 2's offset and session 2's earlier dead-man saved with the group",
-					next.LogOffset, st.LogOffset, next.Timers.Fallback, st.Timers.Fallback)
+			if next.LogOffset <= st.LogOffset || next.Fallback == nil || st.Timers.Fallback == nil || !next.Fallback.Before(*st.Timers.Fallback) {
+				t.Fatalf("offset %d over %d, dead-man %v over %v; want block 2's offset and session 2's earlier dead-man recorded with the group",
+					next.LogOffset, st.LogOffset, next.Fallback, st.Timers.Fallback)
 			}
 		}},
 		{"agent", func(t *testing.T, dir, unit1 string) { // the agent is running (it paused itself)
@@ -202,13 +218,13 @@ func TestWakeRacesCancel(t *testing.T) {
 				t.Fatalf("phase %s; want running with session 3's wake timer installed", st.Phase)
 			}
 		}},
-		{"state-temp:3", func(t *testing.T, dir, unit1 string) { // hibernation being saved, after its cancel check
+		{"state-temp:2", func(t *testing.T, dir, unit1 string) { // hibernation being saved, after its cancel check
 			st, next := state(t, dir), pending(t, dir)
 			if st.Phase != chamber.PhaseRunning || next.Phase != chamber.PhaseArmed || next.Session != 2 || next.Holder != nil {
 				t.Fatalf("state %s, being written %s session %d; want running, then armed after session 2", st.Phase, next.Phase, next.Session)
 			}
 		}},
-		{"state-temp:4", func(t *testing.T, dir, unit1 string) { // the last save (after an alert: EXIT 2), after both cancel checks
+		{"state-temp:3", func(t *testing.T, dir, unit1 string) { // the last save (after an alert: EXIT 2), after both cancel checks
 			st, next := state(t, dir), pending(t, dir)
 			if st.Phase != chamber.PhaseArmed || st.Session != 2 || next.Phase != chamber.PhaseArmed || next.Session != 2 {
 				t.Fatalf("state %s session %d, being written %s session %d; want armed after session 2, saved again", st.Phase, st.Session, next.Phase, next.Session)
@@ -222,7 +238,7 @@ func TestWakeRacesCancel(t *testing.T) {
 	for _, c := range cases {
 		t.Run(strings.ReplaceAll(c.point, ":", "#"), func(t *testing.T) {
 			dir, env := newChamber(t, m, "race", raceAgent, "watch_inbox = false\n")
-			if c.point == "state-temp:4" {
+			if c.point == "state-temp:3" {
 				// The last save is written only when something changed after the hibernation's
 				// own save: an alert (EXIT 2) or a notice.
 				if err := os.WriteFile(filepath.Join(dir, "exit-2"), nil, 0o644); err != nil {

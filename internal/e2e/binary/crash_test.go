@@ -60,10 +60,10 @@ func TestCrashPoints(t *testing.T) {
 		"output",       // the agent is printing (it kills its parent)
 		"ended",        // the END line is appended; nothing judged or armed
 		"state-temp:1", // writing the state (the claim), before the rename
-		"state-temp:2", // writing the state (the agent's process group, the session's dead-man, the log offset), before the rename
+		"agent-temp",   // writing agent.json (the agent's process group, the session's dead-man, the log offset), before the rename
 		"armed",        // both timers armed; the state not saved
-		"state-temp:3", // writing the state (armed), before the rename
-		"state-temp:4", // writing the state again after an alert (the agent says EXIT 2), before the rename
+		"state-temp:2", // writing the state (armed), before the rename
+		"state-temp:3", // writing the state again after an alert (the agent says EXIT 2), before the rename
 	}
 	const rounds = 3
 	for _, point := range points {
@@ -98,7 +98,7 @@ func crashOnce(t *testing.T, m *systemdtest.Manager, point string, round int) {
 	msgID := onlyMessage(t, filepath.Join(dir, message.InboxDir))
 
 	crashEnv := env
-	if point == "state-temp:4" {
+	if point == "state-temp:3" {
 		// The last save is written only when something changed after the hibernation's own
 		// save: an alert (EXIT 2) or a notice.
 		if err := os.WriteFile(filepath.Join(dir, "exit-2"), nil, 0o644); err != nil {

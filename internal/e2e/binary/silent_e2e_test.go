@@ -667,8 +667,13 @@ func TestSilent05KilledEarlySession(t *testing.T) {
 			var pid int
 			deadline := time.Now().Add(30 * time.Second)
 			for {
+				// The wake records the agent's group (with the session's dead-man) as the agent
+				// starts, which may be a moment after the agent wrote wake.pid: a kill before it
+				// leaves the claim alone, and status then rightly shows the plan's dead-man.
 				if _, err := fmt.Sscan(c.file("wake.pid"), &pid); err == nil && pid > 0 {
-					break
+					if st, err := fixture.State(m, c.dir); err == nil && st.Holder != nil && st.Holder.Agent != nil {
+						break
+					}
 				}
 				if time.Now().After(deadline) {
 					_, st := c.run("status", "--dir", c.dir)

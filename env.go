@@ -48,6 +48,8 @@ func newEnv(stdout, stderr io.Writer) *chamber.Env {
 		Stdout:   stdout,
 		Stderr:   stderr,
 	}
+	// The system's clock, which CRYOCHAMBER_NOW below leaves alone: compared with file stamps.
+	env.SystemNow = time.Now
 	env.Checkpoint = checkpointHook(os.Getenv("CRYOCHAMBER_CRASH_AT"), os.Getenv("CRYOCHAMBER_PAUSE_AT"), os.Getenv("CRYOCHAMBER_PAUSE_FILE"))
 	if clock := testClock(os.Getenv("CRYOCHAMBER_NOW")); clock != nil {
 		env.Now = clock
@@ -195,7 +197,9 @@ func openBackend(ctx context.Context, env *chamber.Env, name string) (timer.Back
 		return timer.NewSlurm(ctx, timer.SlurmOptions{
 			JobDir:  filepath.Join(env.StateDir, "slurm"),
 			Environ: env.Environ,
-			User:    username,
+			// The uid, never the name: squeue takes either, and the static build cannot look a
+			// name up in NSS (LDAP, sssd), where $USER may be stale or unset (env_user.go).
+			User: strconv.Itoa(uid),
 		})
 	case "":
 		return nil, fmt.Errorf("%w: no timer backend for %s (cryochamber supports systemd on Linux and launchd on macOS)", timer.ErrUnavailable, runtime.GOOS)

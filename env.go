@@ -197,9 +197,7 @@ func openBackend(ctx context.Context, env *chamber.Env, name string) (timer.Back
 		return timer.NewSlurm(ctx, timer.SlurmOptions{
 			JobDir:  filepath.Join(env.StateDir, "slurm"),
 			Environ: env.Environ,
-			// The uid, never the name: squeue takes either, and the static build cannot look a
-			// name up in NSS (LDAP, sssd), where $USER may be stale or unset (env_user.go).
-			User: strconv.Itoa(uid),
+			User:    username,
 		})
 	case "":
 		return nil, fmt.Errorf("%w: no timer backend for %s (cryochamber supports systemd on Linux and launchd on macOS)", timer.ErrUnavailable, runtime.GOOS)

@@ -6,7 +6,7 @@ import (
 )
 
 // userName is the name of the user this process runs as: the systemd linger file is named by it
-// (/var/lib/systemd/linger/NAME) (Slurm's squeue is asked for the jobs of the uid). The binary is static,
+// (/var/lib/systemd/linger/NAME) and Slurm's squeue is asked for its jobs. The binary is static,
 // built without cgo (Makefile, BUILD_ENV), so os/user cannot ask NSS (LDAP, sssd, systemd-homed):
 // it reads /etc/passwd, and for a user not listed there it takes $USER, but only when $HOME is
 // set as well. Such a user's name is $USER, else $LOGNAME (what a login and systemd's user

@@ -41,8 +41,7 @@ type SlurmOptions struct {
 	// Environ is the environment of the Slurm commands (sbatch, squeue, scancel, scontrol):
 	// PATH finds them, SLURM_CONF names the cluster. TZ is set to UTC for them.
 	Environ []string
-	// User is whose jobs squeue lists (the current user): a name or a numeric uid, which
-	// squeue --user accepts too and needs no name lookup.
+	// User is whose jobs squeue lists (the current user).
 	User string
 }
 

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -287,25 +286,5 @@ func TestSlurmControllerDown(t *testing.T) {
 	cl.StartController()
 	if v, err := Check(ctx, be, c.ID, Wake, at); err != nil || !v.OK {
 		t.Fatalf("after the restart: %v, %v", v, err)
-	}
-}
-
-// squeue is asked for the jobs of the numeric uid (what the binary passes: the static build
-// cannot look a name up in NSS), and lists the chamber's job.
-func TestSlurmUserByUID(t *testing.T) {
-	cl := slurmtest.Start(t)
-	be := newSlurm(t, cl)
-	be.o.User = strconv.Itoa(os.Getuid())
-	ctx := context.Background()
-	dir := t.TempDir()
-	c := Chamber{ID: ID(dir), Dir: dir, Env: []string{"PATH=" + os.Getenv("PATH")}}
-	at := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
-	if err := be.Arm(ctx, c, Job{Kind: Wake, At: at, Argv: []string{"/bin/true"}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = be.Disarm(context.Background(), c.ID, Wake) })
-	jobs, err := be.Jobs(ctx, c.ID)
-	if err != nil || len(jobs) != 1 || jobs[0].Name != c.ID+"-wake" {
-		t.Fatalf("squeue --user=%s: jobs %+v, %v", be.o.User, jobs, err)
 	}
 }

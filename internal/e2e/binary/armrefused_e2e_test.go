@@ -18,8 +18,11 @@ import (
 // 1.23 s: each try takes over a second), while the wake timer's name is masked. The refusal
 // must refuse: the `refused` alert, phase failed, nothing armed. Before (the review of round
 // 1), a try that took a second looked as if it had waited past the wake it armed (the wake is
-// armLead ahead only), so the masked unit was retried as late for armPatience, then the plan
-// was kept with a `timer` alert claiming the manager did not answer, and no timer in the OS.
+// armLead ahead only), so the masked unit was retried as late, and kept after armPatience with
+// a `timer` alert and no timer in the OS when every try took a second. Here the manager's
+// pauses make most tries, not every one, take a second: with the fix taken back this trial
+// still passed, after moving the wake five times; the test that fails without the fix is
+// chamber's TestArmPatientlyRefusalAfterMovedWake (each answer 1.1 s late, by a stand-in).
 func TestSilent3_11RefusedAfterWakeFellDue(t *testing.T) {
 	t.Parallel()
 	m := systemdtest.Start(t)

@@ -48,6 +48,8 @@ func newEnv(stdout, stderr io.Writer) *chamber.Env {
 		Stdout:   stdout,
 		Stderr:   stderr,
 	}
+	// The system's clock, which CRYOCHAMBER_NOW below leaves alone: compared with file stamps.
+	env.SystemNow = time.Now
 	env.Checkpoint = checkpointHook(os.Getenv("CRYOCHAMBER_CRASH_AT"), os.Getenv("CRYOCHAMBER_PAUSE_AT"), os.Getenv("CRYOCHAMBER_PAUSE_FILE"))
 	if clock := testClock(os.Getenv("CRYOCHAMBER_NOW")); clock != nil {
 		env.Now = clock

@@ -37,7 +37,9 @@ import (
 // after a power cut nothing of the boot that wrote it is running. A state.json that records a
 // group itself is complete and the file is ignored: an older build's second save (an upgrade
 // mid-session still ends the orphan), or a save of this session after its agent started (it
-// carries the same fields, newer). `ps` caches states against state.json's identity
+// carries the same fields, newer). A downgrade mid-session does not: an older build reads no
+// agent.json, so its recovery ends no group, and under launchd the orphan agent survives
+// (docs/RELIABILITY.md). `ps` caches states against state.json's identity
 // (ps_cache.go) and reads none of these fields.
 //
 // When something else changed since the last save (a warning of a log moved aside, the alert

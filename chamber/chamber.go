@@ -64,6 +64,12 @@ type Env struct {
 	OpenBackend func(ctx context.Context, name string) (timer.Backend, error)
 	// Rand is the random source of jitter (nil: seeded from the clock and the pid).
 	Rand *rand.Rand
+
+	// SystemNow is the system's clock, as opposed to Now, which CRYOCHAMBER_NOW moves in the
+	// end-to-end tests: what is compared with the times the kernel (or a file server) stamps
+	// on files, such as the outbox's (outboxcount.go), where a clock moved ahead would make a
+	// change look old. nil: nothing that needs it is cached (the outbox is listed each time).
+	SystemNow func() time.Time
 }
 
 // checkpoint reports reaching a named point of a wake (see Env.Checkpoint).

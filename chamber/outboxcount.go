@@ -20,7 +20,9 @@ import (
 // by a process (utimes sets it to now). The kernel's timestamps tick coarsely (a jiffy; one or
 // two seconds on some file systems), so an entry added in the same tick as the change before the
 // listing would leave both unchanged: the record is written, and trusted, only when the listing
-// began at least a tick after both (outboxSettle). Anything else (no record, another inode or device,
+// began at least a tick after both (outboxSettle), and the directory's stamp after the listing
+// is the one before it (a change during the listing shows whatever the clock of the file
+// system's owner, an NFS or FUSE server's, which settled compares ours with). Anything else (no record, another inode or device,
 // another time, a record from an older or newer program without these fields) lists as before.
 // The agent writes the outbox only inside its session (the cage ends every process at its end),
 // and nothing else writes there without changing the times, so a trusted count is the count.
@@ -38,16 +40,10 @@ const (
 	outboxSettleFine = 100 * time.Millisecond
 )
 
-// kernelNow is the clock the listing's time is read from: the system's, not the chamber's
-// (r.now), since it is compared with the times the kernel stamps on the directory, and
-// CRYOCHAMBER_NOW moves the chamber's clock in the end-to-end tests (ahead, it would make a
-// listing look settled). A variable for the unit tests alone.
-var kernelNow = time.Now
-
 type outboxRecord struct {
 	Count int `json:"count"`
 	dirStamp
-	Listed int64 `json:"listed_ns"` // when the listing began (kernelNow, Unix ns)
+	Listed int64 `json:"listed_ns"` // when the listing began (Env.SystemNow, Unix ns)
 }
 
 // dirStamp is what identifies one state of a directory.
@@ -79,28 +75,36 @@ func (rec outboxRecord) settled() bool {
 // outboxCount is message.Count of the live outbox: the recorded count while the directory is
 // unchanged since it was recorded, else a listing (recorded when it may be).
 func (r *runner) outboxCount() (int, error) {
+	var before dirStamp
 	if fi, err := r.fs.Lstat(outboxDir); err == nil {
 		if now, ok := outboxStamp(fi); ok {
+			before = now
 			var rec outboxRecord
 			if data, err := r.store.read(outboxCountName, 4<<10); err == nil && json.Unmarshal(data, &rec) == nil && rec.settled() && rec.dirStamp == now {
 				return rec.Count, nil
 			}
 		}
 	}
-	listed := kernelNow()
+	if r.env.SystemNow == nil {
+		return message.Count(r.fs, outboxDir)
+	}
+	listed := r.env.SystemNow()
 	n, err := message.Count(r.fs, outboxDir)
 	if err != nil {
 		return 0, err
 	}
-	r.recordOutboxCount(n, listed)
+	r.env.checkpoint("outbox-listed")
+	r.recordOutboxCount(n, listed, before)
 	return n, nil
 }
 
 // recordOutboxCount records n, the count of a listing that began at listed, when a reader would
-// trust it: the directory stamped after the listing (a change during it shows), settled. A
+// trust it: the directory's stamp after the listing is before's, the one before it (a change
+// during the listing shows, whatever the clock of the file system's owner: an NFS, SMB or FUSE
+// server whose clock lags ours stamps a change during the listing as settled), and settled. A
 // failure (no private state directory yet: the chamber was never started) costs the next
 // status a listing.
-func (r *runner) recordOutboxCount(n int, listed time.Time) {
+func (r *runner) recordOutboxCount(n int, listed time.Time, before dirStamp) {
 	if r.store == "" || r.fs == nil {
 		return
 	}
@@ -110,7 +114,7 @@ func (r *runner) recordOutboxCount(n int, listed time.Time) {
 	}
 	st, ok := outboxStamp(fi)
 	rec := outboxRecord{Count: n, dirStamp: st, Listed: listed.UnixNano()}
-	if !ok || !rec.settled() {
+	if !ok || st != before || !rec.settled() {
 		return
 	}
 	if data, err := json.Marshal(rec); err == nil && exists(string(r.store)) {

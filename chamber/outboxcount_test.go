@@ -9,14 +9,13 @@ import (
 	"time"
 )
 
-// outboxFixture is a runner whose listing clock (kernelNow) the test sets, with n messages in the live outbox.
+// outboxFixture is a runner whose listing clock (Env.SystemNow) the test sets, with n messages in the live outbox.
 func outboxFixture(t *testing.T, n int) (r *runner, clock *time.Time, add func(name string)) {
 	t.Helper()
 	r = testRunner(t, "agent = \"/bin/true\"\n", t0)
 	c := time.Now()
 	clock = &c
-	kernelNow = func() time.Time { return *clock }
-	t.Cleanup(func() { kernelNow = time.Now })
+	r.env.SystemNow = func() time.Time { return *clock }
 	dir := filepath.Join(r.dir, outboxDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -70,6 +69,7 @@ func mustCount(t *testing.T, r *runner) int {
 // shows is the recorded one (here falsified to 99, which no listing gives), and the true count
 // once a message was added.
 func TestOutboxCountRecorded(t *testing.T) {
+	t.Parallel()
 	r, clock, add := outboxFixture(t, 3)
 	*clock = time.Now().Add(outboxSettle + time.Second)
 	if got := mustCount(t, r); got != 3 {
@@ -97,6 +97,7 @@ func TestOutboxCountRecorded(t *testing.T) {
 // A listing that began within outboxSettle of the directory's last change is neither recorded
 // nor, if a record says so, trusted: a message added in the same tick would not show.
 func TestOutboxCountTooSoon(t *testing.T) {
+	t.Parallel()
 	r, clock, _ := outboxFixture(t, 2)
 	*clock = time.Now() // just after the messages were written
 	if got := mustCount(t, r); got != 2 {
@@ -162,6 +163,7 @@ func TestOutboxCountTooSoon(t *testing.T) {
 // Status shows the live outbox's count through the record: the same number in its JSON as a
 // listing gives, before and after a record, and the new number once a message was added.
 func TestStatusOutboxCount(t *testing.T) {
+	t.Parallel()
 	r, clock, add := outboxFixture(t, 3)
 	for name, data := range map[string]string{"cryo.toml": "agent = \"/bin/true\"\n", "plan.md": "# plan\n"} {
 		if err := os.WriteFile(filepath.Join(r.dir, name), []byte(data), 0o644); err != nil {
@@ -204,5 +206,50 @@ func TestStatusOutboxCount(t *testing.T) {
 	add("20261123T100000-new.md")
 	if got := status(); got != 4 {
 		t.Fatalf("outbox after a reply = %d, want 4", got)
+	}
+}
+
+// A message added during the listing is never recorded as counted, whatever the clocks: here
+// ours is far ahead of the directory's stamps (a file server whose clock lags ours), so the
+// stamp after the listing looks settled. The next count must list again and see it. Before (the
+// review of round 1) the stamp after the listing was recorded with the listing's count, and the
+// status showed the old count until the outbox changed again.
+func TestOutboxCountChangedDuringListing(t *testing.T) {
+	t.Parallel()
+	r, clock, add := outboxFixture(t, 3)
+	*clock = time.Now().Add(time.Hour)
+	added := false
+	r.env.Checkpoint = func(name string) {
+		if name == "outbox-listed" && !added {
+			added = true
+			add("20261123T100000-new.md")
+		}
+	}
+	if got := mustCount(t, r); got != 3 {
+		t.Fatalf("first count = %d, want the listing's 3", got)
+	}
+	if !added {
+		t.Fatal("no message was added during the listing: the test does not try what it says")
+	}
+	if rec, ok := r.outboxRecordFor(t); ok {
+		t.Errorf("recorded %+v for a listing the outbox changed during", rec)
+	}
+	if got := mustCount(t, r); got != 4 {
+		t.Fatalf("count after a message was added during the last listing = %d, want 4", got)
+	}
+}
+
+// The count's temporary file, left by a status killed while recording it, is removed by the
+// next lock holder, like the state's.
+func TestRemoveStaleOutboxCountTemp(t *testing.T) {
+	t.Parallel()
+	r := testRunner(t, "agent = \"/bin/true\"\n", t0)
+	tmp := filepath.Join(string(r.store), "."+outboxCountName+".tmp-123")
+	if err := os.WriteFile(tmp, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.removeStale()
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Fatalf("the temporary outbox-count.json is still there: %v", err)
 	}
 }

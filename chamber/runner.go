@@ -212,6 +212,9 @@ func (r *runner) removeStale() {
 	atomicfile.RemoveStale(string(r.store), todoName)
 	atomicfile.RemoveStale(string(r.store), blockName)
 	atomicfile.RemoveStale(string(r.store), agentRecordName)
+	// A status (which holds no lock) killed while recording the outbox's count; one that is
+	// writing it now loses its rename, which costs the next status a listing.
+	atomicfile.RemoveStale(string(r.store), outboxCountName)
 	// launchd appends every job's output to a file here: keep the last few MiB of it.
 	for _, name := range []string{launchdOut, launchdErr, syncLaunchdOut, syncLaunchdErr} {
 		if fi, err := os.Stat(r.store.path(name)); err == nil && fi.Size() > maxJobOutput {

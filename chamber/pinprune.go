@@ -195,6 +195,7 @@ func (r *runner) pruneCopies() {
 	// touched since is kept; one not touched cannot be handed out before it is renamed away.
 	var gone []string
 	if len(unused) > 0 {
+		r.env.checkpoint("prune-looked") // the tests pause here: a pin in this instant goes through
 		l, err := flock.WaitFor(filepath.Join(bin, binLock), binLockWait)
 		if err != nil {
 			unused = nil // a pin that does not let go: the next prune looks again (the marks stay)

@@ -28,46 +28,9 @@ func TestPinnedCopiesKeptBesideSlurm(t *testing.T) {
 	state := fixture.StateDir(m)
 	bin := filepath.Join(state, "bin")
 	installed := filepath.Join(t.TempDir(), "opt", "cryochamber")
-	base, err := os.ReadFile(fixture.Binary())
-	if err != nil {
-		t.Fatal(err)
-	}
-	builds := t.TempDir()
-	copyOf := map[int]string{}
-	install := func(i int) {
-		t.Helper()
-		data := append(append([]byte(nil), base...), fmt.Sprintf("\nbuild %d\n", i)...)
-		sum := sha256.Sum256(data)
-		copyOf[i] = hex.EncodeToString(sum[:])[:16]
-		p := filepath.Join(builds, fmt.Sprint(i))
-		if err := os.WriteFile(p, data, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		installBinary(t, p, installed)
-	}
-	copies := func() []string {
-		t.Helper()
-		ents, err := os.ReadDir(bin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, e := range ents {
-			if e.IsDir() {
-				out = append(out, e.Name())
-			}
-		}
-		sort.Strings(out)
-		return out
-	}
-	want := func(builds ...int) []string {
-		var out []string
-		for _, i := range builds {
-			out = append(out, copyOf[i])
-		}
-		sort.Strings(out)
-		return out
-	}
+	bs := newPruneBuilds(t, bin)
+	install := func(i int) { bs.install(i, installed) }
+	copies, want, copyOf := bs.copies, bs.want, bs.copyOf
 	toml := "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"
 	agent := "#!/bin/sh\necho \"[CRYO:EXIT 0] ok\"\necho \"[CRYO:WAKE +30d]\"\n"
 	install(1)
@@ -129,4 +92,62 @@ func TestPinnedCopiesKeptBesideSlurm(t *testing.T) {
 		t.Errorf("without Slurm, copies after two looks: %v, want %v\n%s", copies(), want(3, 4), out)
 	}
 	a.must(0, "cancel", "--dir", a.dir)
+}
+
+// pruneBuilds makes builds of cryochamber (the same program with bytes of its own at the end:
+// another build to cryochamber) and lists the pinned copies in bin.
+type pruneBuilds struct {
+	t      *testing.T
+	bin    string
+	base   []byte
+	dir    string
+	copyOf map[int]string // build → the name of its copy
+}
+
+func newPruneBuilds(t *testing.T, bin string) *pruneBuilds {
+	base, err := os.ReadFile(fixture.Binary())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pruneBuilds{t: t, bin: bin, base: base, dir: t.TempDir(), copyOf: map[int]string{}}
+}
+
+// install installs build i at path (renamed over it, as a package manager upgrades).
+func (b *pruneBuilds) install(i int, path string) {
+	b.t.Helper()
+	data := append(append([]byte(nil), b.base...), fmt.Sprintf("\nbuild %d\n", i)...)
+	sum := sha256.Sum256(data)
+	b.copyOf[i] = hex.EncodeToString(sum[:])[:16]
+	p := filepath.Join(b.dir, fmt.Sprint(i))
+	if err := os.WriteFile(p, data, 0o755); err != nil {
+		b.t.Fatal(err)
+	}
+	installBinary(b.t, p, path)
+}
+
+// copies lists the directories in bin.
+func (b *pruneBuilds) copies() []string {
+	b.t.Helper()
+	ents, err := os.ReadDir(b.bin)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// want names the copies of builds.
+func (b *pruneBuilds) want(builds ...int) []string {
+	var out []string
+	for _, i := range builds {
+		out = append(out, b.copyOf[i])
+	}
+	sort.Strings(out)
+	return out
 }

@@ -53,7 +53,7 @@ func (r *runner) accept(raw []byte) error {
 	if err := r.store.write(acceptedCopy, raw, nil); err != nil {
 		return err
 	}
-	cp, err := pinBinary(r.env.StateDir, r.st.Binary)
+	cp, err := pinBinary(r.env.StateDir, r.st.Binary, r.now())
 	if err != nil {
 		r.warnf("cannot copy %s for the dead-man timer (it will run that file instead): %v", r.st.Binary, err)
 		cp = ""

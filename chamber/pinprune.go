@@ -33,21 +33,40 @@ import (
 //     first found unused, if it is still unused then. A process that took the copy in hand in the
 //     instant of one look (a timer started from a unit rewritten in that instant) has written it
 //     down, or is still running, by the next look;
-//   - when any of these cannot be read (a chamber's file unreadable, the manager not answering,
-//     a backend that cannot list what it runs: launchd, Slurm; no /proc), nothing is removed.
+//   - when any of these cannot be read (a chamber's file unreadable, or an entry of chambers/
+//     that is not a readable directory; the manager not answering, a backend that cannot list
+//     what it runs; no /proc), nothing is removed;
+//   - nothing is removed either when any chamber of the state directory uses a backend that
+//     cannot list what it runs, whichever chamber prunes: a job script of Slurm's in
+//     $STATE/slurm (it execs a copy by its path, sbatch keeps its own copy of a queued job's
+//     script, and the compute nodes' processes are not in this /proc), or a chamber whose
+//     state.json or accepted cryo.toml says backend slurm or launchd (pinprune_blind.go).
 //
-// pinBinary and the prune hold bin/.lock, so no copy is handed out while a prune looks. A copy
-// is removed by renaming its directory to .prune-<name> first, then removing that: a prune
-// killed at any point leaves every copy under its own name whole, and the next prune removes
-// what it left under the other name. It runs at most once per command, when a command pinned a
-// new copy (pruneDue), under the chamber's lock, after the command's work.
+// The looks take their time (a /proc scan, the manager up to busTimeout, every chamber's files)
+// without bin/.lock, which pinBinary waits for (from inside a wake's claim): a prune stopped
+// with Ctrl-Z must not hang the wakes. pinBinary sets a copy's time whenever it hands it out,
+// under bin/.lock; the prune takes that lock only for its last instant, looks at each copy's
+// time again and renames away only one not handed out since the looks began. A copy is removed
+// by renaming its directory to .prune-<name> first, then removing that: a prune killed at any
+// point leaves every copy under its own name whole, and the next prune removes what it left
+// under the other name. bin/.prune.lock keeps to one prune at a time. A prune runs at most once
+// per command, when a command pinned a new copy (pruneDue: start, reload, a re-pin), under the
+// chamber's lock, after the command's work: no look happens between commands that pin, so a
+// copy is removed by the first pinning command at least pruneGrace after a look found it
+// unused.
 
 const (
 	keepCopies  = 2              // the newest copies, kept whatever else
 	pruneGrace  = 24 * time.Hour // see above
-	binLock     = ".lock"        // flock(2) of bin/: pinBinary against the prune
+	binLock     = ".lock"        // flock(2) of bin/: pinBinary against the prune's renames
 	pruneMarks  = ".unused.json" // copy name → when it was first found unused
 	prunePrefix = ".prune-"      // a copy being removed
+)
+
+// The locks' timing (see above).
+const (
+	pruneLock   = ".prune.lock"   // flock(2) of bin/: one prune at a time, held across its looks
+	binLockWait = 5 * time.Second // the longest pinBinary waits for bin/.lock (pins.go)
 )
 
 // copyName reports whether name is the directory of a pinned copy (16 hex digits: pinBinary).
@@ -71,11 +90,13 @@ func (r *runner) pruneCopies() {
 	}
 	r.pruneDue = false
 	bin := filepath.Join(r.env.StateDir, "bin")
-	l, err := flock.Try(filepath.Join(bin, binLock))
+	// One prune at a time (the marks, the renames); never the lock pinBinary waits for, which
+	// is held only for the last instant (see below).
+	pl, err := flock.Try(filepath.Join(bin, pruneLock))
 	if err != nil {
-		return // another prune, or a pin in progress: the next one looks again
+		return // another prune: it looks for us
 	}
-	defer l.Unlock()
+	defer pl.Unlock()
 	ents, err := os.ReadDir(bin)
 	if err != nil {
 		return
@@ -94,13 +115,7 @@ func (r *runner) pruneCopies() {
 				r.warnf("cannot remove %s: %v", filepath.Join(bin, name), err)
 			}
 		case copyName(name) && e.IsDir():
-			mod := time.Time{}
-			if fi, err := os.Lstat(filepath.Join(bin, name, "cryochamber")); err == nil {
-				mod = fi.ModTime()
-			} else if fi, err := os.Lstat(filepath.Join(bin, name)); err == nil {
-				mod = fi.ModTime()
-			}
-			all = append(all, cand{name, mod})
+			all = append(all, cand{name, copyTime(bin, name)})
 		}
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].mod.After(all[j].mod) })
@@ -125,6 +140,13 @@ func (r *runner) pruneCopies() {
 		}
 		return
 	}
+	// Slurm runs copies where no look here can see them (pinprune_blind.go): every copy stays.
+	if blind, err := slurmJobs(r.env.StateDir); blind || err != nil {
+		if err != nil {
+			r.warnf("old copies of cryochamber in %s are kept: %v", bin, err)
+		}
+		return
+	}
 	// The looks, in this order: the processes, then the timer manager, then the chambers' files
 	// (a copy moves from a chamber's files to a unit, never back, and from a unit to a process).
 	running, err := runningCopies(bin)
@@ -140,16 +162,20 @@ func (r *runner) pruneCopies() {
 		}
 		return
 	}
-	states, err := chamberFiles(r.env.StateDir)
+	states, blind, err := chamberFiles(r.env.StateDir)
 	if err != nil {
 		r.warnf("old copies of cryochamber in %s are kept: %v", bin, err)
 		return
+	}
+	if blind {
+		return // a chamber on launchd or Slurm: what it runs cannot be listed
 	}
 	if r.st != nil {
 		text += "\n" + r.st.Binary // this command's own, perhaps not saved yet
 	}
 	text += "\n" + states
 	next := map[string]time.Time{}
+	var unused []string // unused at two looks pruneGrace apart
 	for _, c := range cands {
 		if running[c] || strings.Contains(text, c) {
 			continue // used: its mark, if any, is dropped
@@ -159,19 +185,46 @@ func (r *runner) pruneCopies() {
 			next[c] = now // unused for the first time: removed at a prune pruneGrace from now
 			continue
 		}
-		if now.Sub(first) < pruneGrace {
-			next[c] = first
-			continue
+		next[c] = first
+		if now.Sub(first) >= pruneGrace {
+			unused = append(unused, c)
 		}
-		dir, gone := filepath.Join(bin, c), filepath.Join(bin, prunePrefix+c)
-		if err := os.Rename(dir, gone); err != nil {
-			r.warnf("cannot remove the old copy %s: %v", dir, err)
-			next[c] = first
-			continue
+	}
+	// The looks above took their time without bin/.lock, so that no pin waits on them; a copy
+	// handed out since they began was touched by pinBinary under the lock. Under the lock, a copy
+	// touched since is kept; one not touched cannot be handed out before it is renamed away.
+	var gone []string
+	if len(unused) > 0 {
+		r.env.checkpoint("prune-looked") // the tests pause here: a pin in this instant goes through
+		l, err := flock.WaitFor(filepath.Join(bin, binLock), binLockWait)
+		if err != nil {
+			unused = nil // a pin that does not let go: the next prune looks again (the marks stay)
 		}
+		for _, c := range unused {
+			if _, err := os.Lstat(filepath.Join(bin, c)); errors.Is(err, os.ErrNotExist) {
+				delete(next, c) // gone already
+				continue
+			}
+			if now.Sub(copyTime(bin, c)) < pruneGrace {
+				delete(next, c) // handed out again since the looks: in use
+				continue
+			}
+			dir := filepath.Join(bin, c)
+			if err := os.Rename(dir, filepath.Join(bin, prunePrefix+c)); err != nil {
+				r.warnf("cannot remove the old copy %s: %v", dir, err)
+				continue
+			}
+			gone = append(gone, c)
+		}
+		l.Unlock()
+	}
+	for _, c := range gone {
+		first := next[c]
+		delete(next, c)
+		dir, renamed := filepath.Join(bin, c), filepath.Join(bin, prunePrefix+c)
 		r.env.checkpoint("copy-renamed")
-		if err := os.RemoveAll(gone); err != nil {
-			r.warnf("cannot remove %s: %v (the next prune tries again)", gone, err)
+		if err := os.RemoveAll(renamed); err != nil {
+			r.warnf("cannot remove %s: %v (the next prune tries again)", renamed, err)
 		}
 		r.printf("removed the old copy of cryochamber %s: no timer, chamber or process has used it since %s", dir, first.UTC().Format(time.RFC3339))
 	}
@@ -180,38 +233,69 @@ func (r *runner) pruneCopies() {
 	}
 }
 
+// copyTime is when the copy name in bin was made or last handed out (pinBinary sets it); the
+// zero time when it cannot be read (then only its marks keep it).
+func copyTime(bin, name string) time.Time {
+	if fi, err := os.Lstat(filepath.Join(bin, name, "cryochamber")); err == nil {
+		return fi.ModTime()
+	}
+	if fi, err := os.Lstat(filepath.Join(bin, name)); err == nil {
+		return fi.ModTime()
+	}
+	return time.Time{}
+}
+
 func mustJSON(v any) []byte {
 	data, _ := json.MarshalIndent(v, "", "  ")
 	return append(data, '\n')
 }
 
 // chamberFiles returns the pin.json and state.json of every chamber of the state directory,
-// one after the other; an error when one exists and cannot be read.
-func chamberFiles(stateDir string) (string, error) {
+// one after the other, and whether one of them (its state.json or accepted cryo.toml) uses a
+// backend that cannot list what it runs (blindBackend). An error when any of them cannot be
+// read for another reason than its absence, or an entry of chambers/ is not a directory (a
+// symlink to one is followed): any doubt keeps every copy.
+func chamberFiles(stateDir string) (text string, blind bool, err error) {
 	root := filepath.Join(stateDir, "chambers")
 	ents, err := os.ReadDir(root)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", nil
+		return "", false, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("list %s: %w", root, err)
+		return "", false, fmt.Errorf("list %s: %w", root, err)
 	}
 	var b strings.Builder
 	for _, e := range ents {
-		for _, name := range []string{pinName, stateName} {
-			p := filepath.Join(root, e.Name(), name)
+		dir := filepath.Join(root, e.Name())
+		if fi, err := os.Stat(dir); err != nil {
+			return "", false, fmt.Errorf("read %s: %w", dir, err)
+		} else if !fi.IsDir() {
+			return "", false, fmt.Errorf("read %s: not a directory", dir)
+		}
+		for _, name := range []string{pinName, stateName, acceptedConfig} {
+			p := filepath.Join(dir, name)
 			data, err := os.ReadFile(p)
 			switch {
-			case errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrInvalid):
-			case err != nil && e.IsDir():
-				return "", fmt.Errorf("read %s: %w", p, err)
-			default:
+			case errors.Is(err, os.ErrNotExist):
+				continue
+			case err != nil:
+				return "", false, fmt.Errorf("read %s: %w", p, err)
+			}
+			if name != acceptedConfig {
 				b.Write(data)
 				b.WriteByte('\n')
 			}
+			if name == pinName {
+				continue
+			}
+			be, err := backendIn(name, data)
+			if err != nil {
+				return "", false, fmt.Errorf("read %s: %w", p, err)
+			}
+			blind = blind || blindBackend(be)
 		}
 	}
-	return b.String(), nil
+	return b.String(), blind, nil
 }
 
 // runningCopies returns the copies in bin that a running process runs (Linux: /proc/PID/exe).

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cryochamber/cryochamber/internal/flock"
 	"github.com/cryochamber/cryochamber/timer"
 )
 
@@ -24,7 +25,15 @@ func TestPruneKeepsCopiesItCannotProveUnused(t *testing.T) {
 	r := testRunner(t, "", now)
 	var stderr bytes.Buffer
 	r.env.Stderr = &stderr
+	bin := filepath.Join(r.env.StateDir, "bin")
+	asked := false
 	r.env.OpenBackend = func(context.Context, string) (timer.Backend, error) {
+		// The looks take their time (here the manager's) without bin/.lock, which a wake's
+		// re-pin waits for: a prune stopped with Ctrl-Z must not hang the wakes.
+		asked = true
+		if flock.Held(filepath.Join(bin, binLock)) {
+			t.Error("the prune holds bin/.lock while it asks the timer manager")
+		}
 		return nil, errors.New("no user manager")
 	}
 	lock, err := r.store.tryLock()
@@ -33,7 +42,6 @@ func TestPruneKeepsCopiesItCannotProveUnused(t *testing.T) {
 	}
 	r.lock = lock
 	defer lock.Unlock()
-	bin := filepath.Join(r.env.StateDir, "bin")
 	marks := map[string]time.Time{}
 	var copies []string
 	for i := 0; i < 5; i++ {
@@ -41,7 +49,7 @@ func TestPruneKeepsCopiesItCannotProveUnused(t *testing.T) {
 		if err := os.WriteFile(src, []byte(fmt.Sprintf("build %d", i)), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		cp, err := pinBinary(r.env.StateDir, src)
+		cp, err := pinBinary(r.env.StateDir, src, now.Add(-10*24*time.Hour)) // made long ago
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,6 +66,9 @@ func TestPruneKeepsCopiesItCannotProveUnused(t *testing.T) {
 		if _, err := os.Stat(cp); err != nil {
 			t.Errorf("%s removed though the manager could not say what it runs: %v", cp, err)
 		}
+	}
+	if !asked {
+		t.Error("the prune never asked the timer manager: the test does not try what it says")
 	}
 	if !strings.Contains(stderr.String(), "are kept") {
 		t.Errorf("no warning: %q", stderr.String())

@@ -203,7 +203,12 @@ func (r *runner) checkProgram(p string) error {
 
 // pinBinary copies the binary at bin into the user's state directory, under a name derived from
 // its content (so chambers share one copy per build), and returns the copy's path.
-func pinBinary(stateDir, bin string) (string, error) {
+//
+// now is the command's clock (Env.Now), and the copy's time is set to it, made or handed out
+// again: the prune compares that time with its own Env.Now (pruneGrace, pinprune.go). Left to
+// the file system, the time would be the system clock's while the prune's is the command's,
+// which a test moves (CRYOCHAMBER_NOW): one clock for both keeps the grace what it says.
+func pinBinary(stateDir, bin string, now time.Time) (string, error) {
 	if bin == "" || stateDir == "" {
 		return "", errors.New("no binary or no state directory")
 	}
@@ -215,22 +220,34 @@ func pinBinary(stateDir, bin string) (string, error) {
 	if err := os.MkdirAll(copies, 0o700); err != nil {
 		return "", err
 	}
-	// No copy is handed out while a prune looks (pinprune.go); a copy handed out again is
-	// touched, so that the prune's grace keeps it while its chamber records it.
-	if l, err := flock.Wait(filepath.Join(copies, binLock)); err == nil {
-		defer l.Unlock()
+	// No copy is handed out while a prune renames it away (pinprune.go); a copy handed out again
+	// is touched, so that the prune, which looks at its time again under this lock, keeps it.
+	// The prune holds the lock only for that instant; a prune stopped in it (Ctrl-Z) must not
+	// hang every wake that pins, so the wait is bounded, and then no copy is handed out: the
+	// caller keeps the copy it had, or runs the binary itself (accept.go, repin.go).
+	l, err := flock.WaitFor(filepath.Join(copies, binLock), binLockWait)
+	if errors.Is(err, flock.ErrBusy) {
+		return "", fmt.Errorf("%s stayed locked for %s (a prune of old copies stopped?): %w", filepath.Join(copies, binLock), binLockWait, err)
 	}
+	if err != nil {
+		return "", err
+	}
+	defer l.Unlock()
 	dir := filepath.Join(copies, sha(data)[:16])
 	dst := filepath.Join(dir, "cryochamber")
 	if fi, err := os.Stat(dst); err == nil && fi.Size() == int64(len(data)) {
-		now := time.Now()
-		_ = os.Chtimes(dst, now, now)
+		if err := os.Chtimes(dst, now, now); err != nil {
+			return "", err // a copy the prune may find old: not handed out
+		}
 		return dst, nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
 	if err := atomicfile.Write(dst, data, 0o700); err != nil {
+		return "", err
+	}
+	if err := os.Chtimes(dst, now, now); err != nil {
 		return "", err
 	}
 	return dst, nil

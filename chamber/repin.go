@@ -67,7 +67,7 @@ func (r *runner) repinSelf() {
 	if stamp == p.CopyOf && (p.Copy == "" || exists(p.Copy)) {
 		return
 	}
-	cp, err := pinBinary(r.env.StateDir, self)
+	cp, err := pinBinary(r.env.StateDir, self, r.now())
 	next := *p
 	next.CopyOf = stamp
 	switch {

@@ -16,7 +16,7 @@ func repinRunner(t *testing.T, newBuild string) (r *runner, oldCopy string) {
 	if err := os.WriteFile(bin, []byte("old build"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	oldCopy, err := pinBinary(r.env.StateDir, bin)
+	oldCopy, err := pinBinary(r.env.StateDir, bin, t0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,3 +62,29 @@ func TestRunTextCannotTell(t *testing.T) {
 		t.Errorf("RunText on %s: %v, want ErrCannotTell", be.Name(), err)
 	}
 }
+
+// TestRunTextReadsDropIns: a drop-in (`systemctl --user edit`'s NAME.service.d/override.conf)
+// may set ExecStart= anew, to a pinned copy: RunText names it, so that the prune keeps that
+// copy. The unit is the user's own (not cryo*), which the manager's side of RunText never asks.
+func TestRunTextReadsDropIns(t *testing.T) {
+	f := newFixture(t)
+	const copyDir = "0123456789abcdef" // a pinned copy's name
+	unit := filepath.Join(f.m.UnitDir, "mine.service")
+	if err := os.WriteFile(unit, []byte("[Service]\nExecStart=/bin/true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(unit+".d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	override := "[Service]\nExecStart=\nExecStart=/state/cryochamber/bin/" + copyDir + "/cryochamber fallback\n"
+	if err := os.WriteFile(filepath.Join(unit+".d", "override.conf"), []byte(override), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text, err := timer.RunText(ctxT(t), f.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text, copyDir) {
+		t.Errorf("RunText does not name the copy a drop-in runs:\n%s", text)
+	}
+}

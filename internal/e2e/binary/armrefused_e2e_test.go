@@ -2,7 +2,6 @@ package binary
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,31 +31,9 @@ func TestSilent3_11RefusedAfterWakeFellDue(t *testing.T) {
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), agent, nil)
 	c.start(0)
 	id := timer.ID(c.dir)
-	type result struct {
-		code int
-		out  string
-	}
-	done := make(chan result, 1)
-	go func() {
-		code, out, _ := runWithin(t, c.bin, c.env, c.dir, 8*time.Minute, "wake", "--dir", c.dir, "--now")
-		done <- result{code, out}
-	}()
-	m.WaitFor(t, 60*time.Second, "session 2 to start", func() bool { return strings.Contains(c.file("runs.txt"), "ran 2") })
-	pid := m.PID
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	cont := func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
-	t.Cleanup(cont)
-	masks := filepath.Join(m.RuntimeDir, "systemd", "user")
-	if err := os.MkdirAll(masks, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	mask := filepath.Join(masks, timer.SystemdTimerName(id, timer.Wake))
-	if err := os.Symlink("/dev/null", mask); err != nil {
-		t.Fatal(err)
-	}
-	var res result
+	done, cont := wakeFrozen(t, m, c)
+	mask := maskWakeTimer(t, m, c)
+	var res wakeResult
 	deadline := time.Now().Add(75 * time.Second)
 pulse:
 	for {
@@ -68,7 +45,7 @@ pulse:
 		// Past the first 75 s: a manager that answers, slowly.
 		cont()
 		time.Sleep(30 * time.Millisecond)
-		_ = syscall.Kill(pid, syscall.SIGSTOP)
+		_ = syscall.Kill(m.PID, syscall.SIGSTOP)
 		deadline = time.Now().Add(1200 * time.Millisecond)
 	}
 	cont()

@@ -6,9 +6,7 @@ package binary
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,32 +29,8 @@ func TestSilent3_11RefusedAfterSlowArming(t *testing.T) {
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), agent, nil)
 	c.start(0)
 	id := timer.ID(c.dir)
-	type result struct {
-		code int
-		out  string
-	}
-	done := make(chan result, 1)
-	go func() {
-		code, out, _ := runWithin(t, c.bin, c.env, c.dir, 8*time.Minute, "wake", "--dir", c.dir, "--now")
-		done <- result{code, out}
-	}()
-	m.WaitFor(t, 60*time.Second, "session 2 to start", func() bool { return strings.Contains(c.file("runs.txt"), "ran 2") })
-	pid := m.PID
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	cont := func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
-	t.Cleanup(cont)
-	// What `systemctl --user mask --runtime` writes (the manager cannot be asked while stopped):
-	// it reads the mask when it next loads the timer's name, at the arming's retry.
-	masks := filepath.Join(m.RuntimeDir, "systemd", "user")
-	if err := os.MkdirAll(masks, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	mask := filepath.Join(masks, timer.SystemdTimerName(id, timer.Wake))
-	if err := os.Symlink("/dev/null", mask); err != nil {
-		t.Fatal(err)
-	}
+	done, cont := wakeFrozen(t, m, c)
+	mask := maskWakeTimer(t, m, c)
 	time.Sleep(75 * time.Second)
 	cont()
 	res := <-done
@@ -134,22 +108,7 @@ func TestSilent3_11WakeDueDuringSlowArming(t *testing.T) {
 		"if [ \"$CRYO_SESSION\" = 2 ]; then " + wakeAt(20) + "; else echo \"[CRYO:WAKE +1h]\"; fi\n"
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), agent, nil)
 	c.start(0)
-	type result struct {
-		code int
-		out  string
-	}
-	done := make(chan result, 1)
-	go func() {
-		code, out, _ := runWithin(t, c.bin, c.env, c.dir, 8*time.Minute, "wake", "--dir", c.dir, "--now")
-		done <- result{code, out}
-	}()
-	m.WaitFor(t, 60*time.Second, "session 2 to start", func() bool { return strings.Contains(c.file("runs.txt"), "ran 2") })
-	pid := m.PID
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	cont := func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
-	t.Cleanup(cont)
+	done, cont := wakeFrozen(t, m, c)
 	time.Sleep(75 * time.Second)
 	cont()
 	res := <-done

@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -280,22 +279,7 @@ func managerSlowAtHibernation(t *testing.T, end string, answered bool) {
 	agent := "#!/bin/sh\necho \"ran $CRYO_SESSION\" >> runs.txt\n[ \"$CRYO_SESSION\" = 2 ] && sleep 3\n" + end
 	c := newTrial(t, m, "agent = \"./agent.sh\"\nmin_interval = \"1s\"\nwatch_inbox = false\n"+alertToml(hook, nil), agent, nil)
 	c.start(0)
-	type result struct {
-		code int
-		out  string
-	}
-	done := make(chan result, 1)
-	go func() {
-		code, out, _ := runWithin(t, c.bin, c.env, c.dir, 8*time.Minute, "wake", "--dir", c.dir, "--now")
-		done <- result{code, out}
-	}()
-	m.WaitFor(t, 60*time.Second, "session 2 to start", func() bool { return strings.Contains(c.file("runs.txt"), "ran 2") })
-	pid := m.PID
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	cont := func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
-	t.Cleanup(cont)
+	done, cont := wakeFrozen(t, m, c)
 	time.Sleep(75 * time.Second)
 	cont()
 	res := <-done

@@ -5,7 +5,7 @@
 # `cryochamber web`), against the binary `make build` made (or
 # $CRYOCHAMBER), then one table. It needs root, unshare and /lib/systemd/systemd (private systemd
 # user managers, as the tests use), GNU time (/usr/bin/time, for peak RSS) and strace (for the
-# wake's phases); about 5 GB free in $TMPDIR; and takes about 10 minutes at full size. It is not
+# wake's phases); about 5 GB free in $TMPDIR; and takes about 13 minutes at full size. It is not
 # part of `make test`.
 #
 # Every compared figure (a ratio) is the median of paired rounds: in each round every case runs

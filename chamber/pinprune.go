@@ -131,7 +131,7 @@ func (r *runner) pruneCopies() {
 		cands = append(cands, c.name)
 	}
 	marks := map[string]time.Time{}
-	if data, err := os.ReadFile(filepath.Join(bin, pruneMarks)); err == nil {
+	if data, err := store(bin).read(pruneMarks, maxStateSize); err == nil {
 		_ = json.Unmarshal(data, &marks)
 	}
 	if len(cands) == 0 {
@@ -256,7 +256,7 @@ func mustJSON(v any) []byte {
 // read for another reason than its absence, or an entry of chambers/ is not a directory (a
 // symlink to one is followed): any doubt keeps every copy.
 func chamberFiles(stateDir string) (text string, blind bool, err error) {
-	root := filepath.Join(stateDir, "chambers")
+	root := filepath.Join(stateDir, chambersDir)
 	ents, err := os.ReadDir(root)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", false, nil
@@ -274,7 +274,8 @@ func chamberFiles(stateDir string) (text string, blind bool, err error) {
 		}
 		for _, name := range []string{pinName, stateName, acceptedConfig} {
 			p := filepath.Join(dir, name)
-			data, err := os.ReadFile(p)
+			// Bounded as every reader of these files is: one too large is a doubt.
+			data, err := store(dir).read(name, maxStateSize)
 			switch {
 			case errors.Is(err, os.ErrNotExist):
 				continue

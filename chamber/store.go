@@ -64,8 +64,11 @@ func storeFor(env *Env, id string) (store, error) {
 	if env.StateDir == "" {
 		return "", errors.New("no state directory: set HOME (or XDG_STATE_HOME)")
 	}
-	return store(filepath.Join(env.StateDir, "chambers", id)), nil
+	return store(filepath.Join(env.StateDir, chambersDir, id)), nil
 }
+
+// chambersDir holds every chamber's private state directory, named by the chamber's ID.
+const chambersDir = "chambers"
 
 func (s store) path(name string) string { return filepath.Join(string(s), name) }
 
